@@ -1,0 +1,77 @@
+"""Plain data that flows out of the history reader: commits, file diffs and hunks.
+
+These are the units every later stage (index, search, views) consumes, so they carry everything a result needs
+to be shown without going back to git.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """Metadata of one commit; merges are recorded too (for reachability) but never diffed."""
+
+    sha: str
+    parents: tuple[str, ...]
+    subject: str
+    body: str
+    author_name: str
+    author_email: str
+    author_time: int
+    author_tz: int
+    commit_time: int
+    commit_tz: int
+
+    @property
+    def is_merge(self) -> bool:
+        return len(self.parents) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolRef:
+    """A definition a hunk touched: qualified name, kind and its line range in the file version it came from."""
+
+    name: str
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Hunk:
+    """One hunk of a file diff: location, the changed text, and a display excerpt with a little context."""
+
+    old_start: int
+    old_lines: int
+    new_start: int
+    new_lines: int
+    excerpt: str
+    truncated: bool
+    changed_text: str
+    added_lines: list[int] = field(default_factory=list)
+    removed_lines: list[int] = field(default_factory=list)
+    symbols: list[SymbolRef] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class FileDiff:
+    """All hunks of one file in one commit. ``path`` is the new path; ``old_path`` differs on renames."""
+
+    path: str
+    old_path: str
+    change: str  # add | modify | delete | rename
+    language: str | None
+    hunks: list[Hunk]
+    sibling_symbols: list[str] = field(default_factory=list)
+    parsed: bool = False
+
+
+@dataclass(slots=True)
+class CommitDiff:
+    """A commit with its file diffs and what was skipped (by reason), so status can report it."""
+
+    commit: CommitInfo
+    files: list[FileDiff]
+    skipped: dict[str, int] = field(default_factory=dict)

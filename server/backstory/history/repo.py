@@ -1,0 +1,134 @@
+"""Opening a repository with dulwich and walking what is reachable from HEAD.
+
+Works from a subdirectory or a linked worktree; every failure mode a user can hit (not a repository, no commits
+yet, shallow clone) becomes a ``HistoryError`` with a sentence that says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from dulwich.errors import NotGitRepository
+from dulwich.objects import Commit
+from dulwich.repo import Repo
+
+from .model import CommitInfo
+
+
+class HistoryError(Exception):
+    """A repository problem the user can act on."""
+
+
+class EmptyRepository(HistoryError):
+    """The repository has no commits yet (HEAD is unborn)."""
+
+
+def open_repo(path: str | os.PathLike[str]) -> Repo:
+    """Open the repository containing ``path`` (the path itself or any parent)."""
+    p = Path(path)
+    if not p.exists():
+        raise HistoryError(f"path does not exist: {p}")
+    try:
+        return Repo.discover(str(p if p.is_dir() else p.parent))
+    except NotGitRepository:
+        raise HistoryError(f"not a git repository (or any parent up to /): {p.resolve()}") from None
+
+
+def common_dir(repo: Repo) -> Path:
+    """The git directory shared by all worktrees (``.git`` of the main checkout)."""
+    return Path(repo.commondir())
+
+
+def worktree_root(repo: Repo) -> Path:
+    return Path(repo.path)
+
+
+def head_sha(repo: Repo) -> str:
+    """HEAD's commit id; works for branches and detached HEAD."""
+    try:
+        sha = repo.head()
+    except KeyError:
+        raise EmptyRepository("the repository has no commits yet; commit something, then index") from None
+    return sha.decode("ascii")
+
+
+def shallow_roots(repo: Repo) -> set[str]:
+    """Commits whose parents are missing because the clone is shallow."""
+    try:
+        return {s.decode("ascii") for s in repo.get_shallow()}
+    except Exception:
+        return set()
+
+
+def _split_message(message: bytes) -> tuple[str, str]:
+    text = message.decode("utf-8", "replace")
+    subject, _, body = text.partition("\n")
+    return subject.strip(), body.strip()
+
+
+def _split_identity(raw: bytes) -> tuple[str, str]:
+    text = raw.decode("utf-8", "replace")
+    name, _, rest = text.partition("<")
+    return name.strip(), rest.rstrip(">").strip()
+
+
+def commit_info(commit: Commit, shallow: set[str] | None = None) -> CommitInfo:
+    """Metadata of a dulwich commit; a shallow root is treated as a root commit."""
+    sha = commit.id.decode("ascii")
+    parents = () if shallow and sha in shallow else tuple(p.decode("ascii") for p in commit.parents)
+    subject, body = _split_message(commit.message)
+    name, email = _split_identity(commit.author)
+    return CommitInfo(
+        sha=sha,
+        parents=parents,
+        subject=subject,
+        body=body,
+        author_name=name,
+        author_email=email,
+        author_time=int(commit.author_time),
+        author_tz=int(commit.author_timezone),
+        commit_time=int(commit.commit_time),
+        commit_tz=int(commit.commit_timezone),
+    )
+
+
+def walk(repo: Repo, head: str, stop: set[str] | None = None) -> Iterator[CommitInfo]:
+    """Commits reachable from ``head``, newest first, not descending below any commit in ``stop``.
+
+    A plain stack walk over parents (not dulwich's date-ordered walker) so that it can stop early at known
+    commits, which makes "what is new since the last run" cost proportional to the new commits.
+    """
+    stop = stop or set()
+    shallow = shallow_roots(repo)
+    seen: set[str] = set()
+    pending = [head]
+    found: list[CommitInfo] = []
+    while pending:
+        sha = pending.pop()
+        if sha in seen or sha in stop:
+            continue
+        seen.add(sha)
+        try:
+            obj = repo[sha.encode("ascii")]
+        except KeyError:
+            continue  # missing object (shallow or partial clone): history ends here
+        if not isinstance(obj, Commit):
+            continue
+        info = commit_info(obj, shallow)
+        found.append(info)
+        pending.extend(info.parents)
+    found.sort(key=lambda c: (-c.commit_time, c.sha))
+    yield from found
+
+
+def read_head_file(repo: Repo, head: str, name: str) -> str:
+    """A small text file from HEAD's tree (``.gitattributes``), or "" when absent."""
+    try:
+        tree = repo[repo[head.encode("ascii")].tree]  # type: ignore[attr-defined]
+        _mode, sha = tree[name.encode()]  # type: ignore[index]
+        data: bytes = repo[sha].data  # type: ignore[attr-defined]
+        return data.decode("utf-8", "replace")
+    except KeyError:
+        return ""

@@ -1,0 +1,290 @@
+"""Incremental indexing: git history -> hunks -> SQLite catalogue + Tantivy lanes.
+
+Newest commits first, in batches, each batch crash-safe (see ``store``). Commits that are no longer reachable
+from HEAD (rebase, amend, reset) are purged at the start of every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dulwich.repo import Repo
+
+from ..history.model import CommitDiff, CommitInfo
+from ..history.policy import PathPolicy
+from ..history.reader import read_commit
+from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
+from .graph import reachable
+from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
+from .text_index import HunkDoc, add_docs, open_index
+
+Progress = Callable[[str, int, int], None]
+BATCH_COMMITS = 200
+BATCH_HUNKS = 4000
+
+__all__ = ["BuildOptions", "IndexBusy", "IndexReport", "RebuildNeeded", "index_repository", "store_for"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options that change what is indexed; recorded in the manifest (a mismatch means rebuild)."""
+
+    no_messages: bool = False
+    symbols: bool = True
+    max_file_bytes: int = 1_000_000
+    excludes: tuple[str, ...] = ()
+
+    def policy(self, repo: Repo, head: str) -> PathPolicy:
+        ignore_file = worktree_root(repo) / ".backstoryignore"
+        ignore = ignore_file.read_text("utf-8", "replace") if ignore_file.exists() else ""
+        return PathPolicy(
+            gitattributes=read_head_file(repo, head, ".gitattributes"),
+            backstoryignore=ignore or read_head_file(repo, head, ".backstoryignore"),
+            extra_excludes=self.excludes,
+            max_file_bytes=self.max_file_bytes,
+        )
+
+    def manifest_options(self) -> dict[str, Any]:
+        return {
+            "no_messages": self.no_messages,
+            "symbols": self.symbols,
+            "max_file_bytes": self.max_file_bytes,
+        }
+
+
+@dataclass
+class IndexReport:
+    head: str
+    new_commits: int = 0
+    purged_commits: int = 0
+    hunks: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    cancelled: bool = False
+
+
+def store_for(repo: Repo, index_dir: str | os.PathLike[str] | None = None) -> Store:
+    """The store of a repository: ``<git common dir>/backstory`` unless configured (shared by worktrees)."""
+    if index_dir is None:
+        index_dir = os.environ.get("BACKSTORY_INDEX_DIR") or None
+    if index_dir is not None:
+        return Store(Path(index_dir))
+    return Store(Path(repo.commondir()) / "backstory")
+
+
+def _reset_store(store: Store) -> None:
+    store.close()
+    for name in (
+        "manifest.json",
+        "catalog.sqlite",
+        "catalog.sqlite-wal",
+        "catalog.sqlite-shm",
+        "vectors.usearch",
+    ):
+        p = store.path / name
+        if p.exists():
+            p.unlink()
+    if store.tantivy_path.exists():
+        shutil.rmtree(store.tantivy_path)
+
+
+def index_repository(
+    path: str | os.PathLike[str],
+    *,
+    options: BuildOptions | None = None,
+    index_dir: str | os.PathLike[str] | None = None,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    wait: float = 0.0,
+) -> IndexReport:
+    """Bring the index up to date with HEAD. Raises HistoryError / StoreError subclasses with clear messages."""
+    options = options or BuildOptions()
+    repo = open_repo(path)
+    head = head_sha(repo)
+    store = store_for(repo, index_dir)
+    started = time.monotonic()
+    with store.write_lock(wait):
+        if rebuild:
+            _reset_store(store)
+        policy = options.policy(repo, head)
+        manifest_opts = {**options.manifest_options(), "rules": policy.digest()}
+        if store.exists():
+            reason = store.verdict(manifest_opts)
+            if reason:
+                raise RebuildNeeded(f"{reason}; run `backstory index --rebuild`")
+            try:
+                index = open_index(store.tantivy_path, create=False)
+            except Exception as e:  # tantivy raises ValueError/OSError variants on damaged files
+                raise StoreError(f"the Tantivy index is damaged ({e}); run `backstory index --rebuild`") from None
+        else:
+            store.close()
+            if store.db_path.exists():
+                store.db_path.unlink()
+            index = open_index(store.tantivy_path, create=True)
+            store.db  # noqa: B018 - creates the catalogue before the manifest claims an index exists
+            store.write_manifest(new_manifest(manifest_opts))
+        report = IndexReport(head=head)
+        _update(repo, store, index, head, options, policy, report, progress, cancel)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _update(repo, store, index, head, options, policy, report, progress, cancel) -> None:  # type: ignore[no-untyped-def]
+    graph = reachable(store, repo, head)
+    known = {r[0]: r[1] for r in store.db.execute("SELECT sha, state FROM commits")}
+    writer = index.writer(heap_size=96_000_000, num_threads=1)
+    try:
+        stale = [sha for sha in known if sha not in graph.reachable]
+        if stale:
+            _purge(store, writer, stale)
+            report.purged_commits = len(stale)
+        todo = [c for c in graph.ordered if known.get(c.sha) != "indexed"]
+        total = len(todo)
+        done = 0
+        if progress:
+            progress("history", 0, total)
+        batch: list[CommitDiff | CommitInfo] = []
+        batch_hunks = 0
+        for info in todo:
+            if cancel is not None and cancel.is_set():
+                report.cancelled = True
+                break
+            if info.is_merge:
+                batch.append(info)
+            else:
+                cd = read_commit(repo, info, policy, with_symbols=options.symbols)
+                batch.append(cd)
+                batch_hunks += sum(len(f.hunks) for f in cd.files)
+            if len(batch) >= BATCH_COMMITS or batch_hunks >= BATCH_HUNKS:
+                _write_batch(store, writer, batch, options, report)
+                done += len(batch)
+                batch, batch_hunks = [], 0
+                if progress:
+                    progress("history", done, total)
+        if batch:
+            _write_batch(store, writer, batch, options, report)
+            done += len(batch)
+            if progress:
+                progress("history", done, total)
+        with store.transaction() as db:
+            if not report.cancelled:
+                store.set_state(db, "indexed_head", head)
+            store.set_state(db, "indexed_at", now_iso())
+    finally:
+        writer.wait_merging_threads()
+
+
+def _purge(store: Store, writer, shas: Iterable[str]) -> None:  # type: ignore[no-untyped-def]
+    shas = list(shas)
+    for sha in shas:
+        writer.delete_documents_by_term("sha", sha)
+    writer.commit()
+    with store.transaction() as db:
+        for sha in shas:
+            db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
+            db.execute("DELETE FROM hunks WHERE sha=?", (sha,))
+            db.execute("DELETE FROM symbol_changes WHERE sha=?", (sha,))
+            db.execute("DELETE FROM commits WHERE sha=?", (sha,))
+        # files of purged commits stay as tombstones (embedded=-1) until the dense phase removes their vectors
+        db.execute("DELETE FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)")
+
+
+def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
+    return (
+        c.sha, json.dumps(list(c.parents)), c.subject, c.body, c.author_name, c.author_email, c.author_time,
+        c.author_tz, c.commit_time, c.commit_tz, int(c.is_merge), state,
+    )  # fmt: skip
+
+
+def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], options: BuildOptions, report) -> None:  # type: ignore[no-untyped-def]
+    infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
+    diffs = [b for b in batch if isinstance(b, CommitDiff)]
+    n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
+    n_files = sum(len(cd.files) for cd in diffs)
+    # 1. commits become pending and ids are reserved (durable before Tantivy sees anything)
+    with store.transaction() as db:
+        db.executemany(
+            "INSERT OR REPLACE INTO commits(sha, parents, subject, body, author_name, author_email, author_time,"
+            " author_tz, commit_time, commit_tz, is_merge, state) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [_commit_row(c, "pending") for c in infos],
+        )
+        uid = store.reserve_uids(db, n_hunks)
+        fid = int(store.get_state("next_fid", "1") or 1)
+        store.set_state(db, "next_fid", str(fid + n_files))
+    # 2. Tantivy: drop whatever a killed run left for these commits, add the hunks, commit
+    for c in infos:
+        writer.delete_documents_by_term("sha", c.sha)
+    docs: list[HunkDoc] = []
+    hunk_rows: list[tuple[Any, ...]] = []
+    file_rows: list[tuple[Any, ...]] = []
+    sym_rows: list[tuple[Any, ...]] = []
+    for cd in diffs:
+        c = cd.commit
+        message = "" if options.no_messages else f"{c.subject}\n{c.body}"
+        author = f"{c.author_name} <{c.author_email}>"
+        for f in cd.files:
+            file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, int(f.parsed), c.author_time))
+            siblings = " ".join(f.sibling_symbols)
+            paths = [f.path] if f.old_path == f.path else [f.path, f.old_path]
+            for i, h in enumerate(f.hunks):
+                names = [s.name for s in h.symbols]
+                docs.append(
+                    HunkDoc(
+                        uid=uid,
+                        sha=c.sha,
+                        diff=h.changed_text,
+                        message=message,
+                        path=" ".join(paths),
+                        symbol=" ".join(names) + " " + siblings,
+                        paths=paths,
+                        language=f.language or "",
+                        author=author,
+                        time=c.author_time,
+                    )
+                )
+                symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
+                hunk_rows.append(
+                    (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
+                     h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json)
+                )  # fmt: skip
+                for name in dict.fromkeys(names):
+                    sym_rows.append((name, f.path, f.old_path, c.sha, uid))
+                uid += 1
+            fid += 1
+    add_docs(writer, docs)
+    writer.commit()
+    # 3. the catalogue says "indexed" only once Tantivy has committed
+    stamp = time.time()
+    with store.transaction() as db:
+        db.executemany(
+            "INSERT INTO files(fid, sha, path, old_path, change, language, parsed, author_time)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            file_rows,
+        )
+        db.executemany(
+            "INSERT INTO hunks(uid, fid, sha, idx, path, old_path, change, old_start, old_lines, new_start,"
+            " new_lines, language, excerpt, truncated, symbols) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            hunk_rows,
+        )
+        db.executemany("INSERT INTO symbol_changes(name, path, old_path, sha, uid) VALUES (?,?,?,?,?)", sym_rows)
+        for b in batch:
+            cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}
+            count = sum(len(f.hunks) for f in b.files) if isinstance(b, CommitDiff) else 0
+            sha = b.commit.sha if isinstance(b, CommitDiff) else b.sha
+            db.execute(
+                "UPDATE commits SET state='indexed', indexed_at=?, n_hunks=?, skipped=? WHERE sha=?",
+                (stamp, count, json.dumps(cd_skipped, sort_keys=True), sha),
+            )
+            for k, v in cd_skipped.items():
+                report.skipped[k] = report.skipped.get(k, 0) + v
+    report.new_commits += len(infos)
+    report.hunks += n_hunks

@@ -1,0 +1,219 @@
+"""The on-disk store: a SQLite catalogue, a Tantivy index, a usearch index and a manifest, in one directory.
+
+SQLite is the source of truth for which commits are indexed. Writes follow a fixed order (commit rows marked
+``pending`` and uids reserved -> Tantivy commit -> rows marked ``indexed``), so a run killed at any point resumes
+with no duplicates and no gaps: pending commits are deleted from Tantivy by sha and redone, and uids are never
+reused. Readers only trust hunks whose commit row says ``indexed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+DB = "catalog.sqlite"
+TANTIVY_DIR = "tantivy"
+VECTORS = "vectors.usearch"
+LOCK = "write.lock"
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS commits (
+  sha TEXT PRIMARY KEY, parents TEXT NOT NULL, subject TEXT NOT NULL, body TEXT NOT NULL,
+  author_name TEXT NOT NULL, author_email TEXT NOT NULL, author_time INTEGER NOT NULL, author_tz INTEGER NOT NULL,
+  commit_time INTEGER NOT NULL, commit_tz INTEGER NOT NULL, is_merge INTEGER NOT NULL,
+  state TEXT NOT NULL, indexed_at REAL, n_hunks INTEGER NOT NULL DEFAULT 0, skipped TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS commits_state ON commits(state);
+CREATE TABLE IF NOT EXISTS files (
+  fid INTEGER PRIMARY KEY, sha TEXT NOT NULL, path TEXT NOT NULL, old_path TEXT NOT NULL, change TEXT NOT NULL,
+  language TEXT, parsed INTEGER NOT NULL, embedded INTEGER NOT NULL DEFAULT 0, author_time INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_sha ON files(sha);
+CREATE INDEX IF NOT EXISTS files_embed ON files(embedded, author_time);
+CREATE TABLE IF NOT EXISTS hunks (
+  uid INTEGER PRIMARY KEY, fid INTEGER NOT NULL, sha TEXT NOT NULL, idx INTEGER NOT NULL,
+  path TEXT NOT NULL, old_path TEXT NOT NULL, change TEXT NOT NULL,
+  old_start INTEGER NOT NULL, old_lines INTEGER NOT NULL, new_start INTEGER NOT NULL, new_lines INTEGER NOT NULL,
+  language TEXT, excerpt TEXT NOT NULL, truncated INTEGER NOT NULL, symbols TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
+CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
+CREATE TABLE IF NOT EXISTS symbol_changes (
+  name TEXT NOT NULL, path TEXT NOT NULL, old_path TEXT NOT NULL, sha TEXT NOT NULL, uid INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS symbol_changes_name ON symbol_changes(name, path);
+CREATE INDEX IF NOT EXISTS symbol_changes_sha ON symbol_changes(sha);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class StoreError(Exception):
+    """The store cannot be used as it is; the message says what to run."""
+
+
+class RebuildNeeded(StoreError):
+    """The index was built differently (schema, options, model) and must be rebuilt to be trusted."""
+
+
+class IndexBusy(StoreError):
+    """Another process is writing the index."""
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+class Store:
+    """Handle on one store directory. Cheap to open; the heavy parts (Tantivy, usearch) open lazily elsewhere."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db_path = path / DB
+        self.tantivy_path = path / TANTIVY_DIR
+        self.vectors_path = path / VECTORS
+        self._db: sqlite3.Connection | None = None
+
+    # -- manifest ---------------------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return (self.path / MANIFEST).exists()
+
+    def read_manifest(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.path / MANIFEST).read_text("utf-8"))
+        except FileNotFoundError:
+            raise StoreError(f"no index at {self.path}; run `backstory index`") from None
+        except (OSError, ValueError) as e:
+            raise StoreError(f"the index manifest is unreadable ({e}); run `backstory index --rebuild`") from None
+        if not isinstance(data, dict):
+            raise StoreError("the index manifest is malformed; run `backstory index --rebuild`")
+        return data
+
+    def write_manifest(self, data: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), "utf-8")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path / MANIFEST)
+
+    def verdict(self, options: dict[str, Any]) -> str | None:
+        """Why the index cannot be trusted with these build options, or None when it can."""
+        m = self.read_manifest()
+        if m.get("schema_version") != SCHEMA_VERSION:
+            return f"index schema {m.get('schema_version')} != {SCHEMA_VERSION}"
+        built = m.get("options", {})
+        diffs = [f"{k}: {built.get(k)!r} -> {v!r}" for k, v in sorted(options.items()) if built.get(k) != v]
+        if diffs:
+            return "index was built with different options (" + "; ".join(diffs) + ")"
+        return None
+
+    # -- catalogue --------------------------------------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            if not self.db_path.exists() and self.exists():
+                raise StoreError(f"the index catalogue {self.db_path} is missing; run `backstory index --rebuild`")
+            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_DDL)
+            except sqlite3.DatabaseError as e:
+                raise StoreError(f"the index catalogue is corrupt ({e}); run `backstory index --rebuild`") from None
+            conn.row_factory = sqlite3.Row
+            self._db = conn
+        return self._db
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def get_state(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM state WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_state(self, db: sqlite3.Connection, key: str, value: str) -> None:
+        db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", (key, value))
+
+    def reserve_uids(self, db: sqlite3.Connection, count: int) -> int:
+        """Reserve ``count`` ids that will never be handed out again, even if this run dies."""
+        start = int(self.get_state("next_uid", "1") or 1)
+        self.set_state(db, "next_uid", str(start + count))
+        return start
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def size_bytes(self) -> int:
+        total = 0
+        for root, _dirs, files in os.walk(self.path):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    total += (Path(root) / f).stat().st_size
+        return total
+
+    # -- writer lock ------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write_lock(self, wait: float = 0.0) -> Iterator[None]:
+        """Exclusive writer lock (flock: released by the kernel even on kill -9)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path / LOCK, "a+")  # noqa: SIM115
+        deadline = time.monotonic() + wait
+        try:
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "another process"
+                        raise IndexBusy(
+                            f"another `backstory index` is writing this index ({holder}); "
+                            "wait for it to finish or pass --wait SECONDS"
+                        ) from None
+                    time.sleep(0.1)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}")
+            fh.flush()
+            yield
+        finally:
+            fh.close()
+
+
+def new_manifest(options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool_version": __version__,
+        "created_at": now_iso(),
+        "options": options,
+    }

@@ -1,0 +1,176 @@
+"""The Tantivy side of the store: one document per hunk, one field per search lane, plus filter fields.
+
+Lanes are separate fields searched one at a time (not one combined query) so that each lane yields its own
+ranking for Reciprocal Rank Fusion, and later lanes can be added without touching the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
+
+LANE_FIELDS = {"diff": "diff", "message": "message", "path": "path", "symbol": "symbol"}
+LANE_TOP = 100
+
+
+def build_schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_unsigned_field("uid", stored=True, indexed=True, fast=True)
+    sb.add_text_field("sha", stored=False, tokenizer_name="raw")
+    for field in LANE_FIELDS.values():
+        sb.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    sb.add_text_field("path_raw", stored=False, tokenizer_name="raw")
+    sb.add_text_field("language", stored=False, tokenizer_name="raw")
+    sb.add_text_field("author", stored=False, tokenizer_name="raw")
+    sb.add_integer_field("time", stored=False, indexed=True, fast=True)
+    return sb.build()
+
+
+def open_index(directory: Path, *, create: bool) -> tantivy.Index:
+    """Open (or create) the Tantivy index and register our analyzer; tantivy raises on corrupt files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if not create and not tantivy.Index.exists(str(directory)):
+        raise FileNotFoundError(f"no Tantivy index in {directory}")
+    index = tantivy.Index(build_schema(), path=str(directory), reuse=not create)
+    index.register_tokenizer(ANALYZER_NAME, build_analyzer())
+    return index
+
+
+@dataclass(frozen=True, slots=True)
+class HunkDoc:
+    """What one hunk contributes to the text lanes and filters."""
+
+    uid: int
+    sha: str
+    diff: str
+    message: str
+    path: str
+    symbol: str
+    paths: Sequence[str]
+    language: str
+    author: str
+    time: int
+
+
+def add_docs(writer: tantivy.IndexWriter, docs: Sequence[HunkDoc]) -> None:
+    for d in docs:
+        doc = tantivy.Document()
+        doc.add_unsigned("uid", d.uid)
+        doc.add_text("sha", d.sha)
+        doc.add_text("diff", code_text(d.diff))
+        doc.add_text("message", code_text(d.message))
+        doc.add_text("path", code_text(d.path.replace("/", " ")))
+        doc.add_text("symbol", code_text(d.symbol))
+        for p in d.paths:
+            doc.add_text("path_raw", p)
+        doc.add_text("language", d.language)
+        doc.add_text("author", d.author.lower())
+        doc.add_integer("time", d.time)
+        writer.add_document(doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Search filters; all optional. Times are Unix seconds (author time), bounds inclusive."""
+
+    since: int | None = None
+    until: int | None = None
+    path_glob: str | None = None
+    author: str | None = None
+    language: str | None = None
+
+    def active(self) -> bool:
+        return any(v is not None for v in (self.since, self.until, self.path_glob, self.author, self.language))
+
+
+def glob_to_regex(glob: str) -> str:
+    """Translate a path glob (``*``, ``**``, ``?``) to a Tantivy (Rust regex) pattern over the whole path.
+
+    A glob without ``/`` matches the file name in any directory, like gitignore patterns do.
+    """
+    g = glob.strip().lstrip("./") if glob.startswith("./") else glob.strip()
+    if "/" not in g:
+        g = "**/" + g
+    out: list[str] = []
+    i = 0
+    while i < len(g):
+        c = g[i]
+        if g.startswith("**/", i):
+            out.append("(.*/)?")
+            i += 3
+            continue
+        if g.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    pattern = "".join(out)
+    if g.endswith("/"):
+        pattern += ".*"
+    return pattern
+
+
+def filter_query(schema: tantivy.Schema, f: Filters) -> tantivy.Query | None:
+    """The filters as one Tantivy query that every lane ANDs with its own (so top-k survive filtering)."""
+    parts: list[tantivy.Query] = []
+    if f.since is not None or f.until is not None:
+        parts.append(tantivy.Query.range_query(schema, "time", tantivy.FieldType.Integer, f.since, f.until))
+    if f.language:
+        parts.append(tantivy.Query.term_query(schema, "language", f.language.lower()))
+    if f.path_glob:
+        parts.append(tantivy.Query.regex_query(schema, "path_raw", glob_to_regex(f.path_glob)))
+    if f.author:
+        parts.append(tantivy.Query.regex_query(schema, "author", ".*" + re.escape(f.author.lower()) + ".*"))
+    if not parts:
+        return None
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in parts])
+
+
+def lane_query(schema: tantivy.Schema, field: str, terms: Sequence[str]) -> tantivy.Query | None:
+    if not terms:
+        return None
+    return tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, field, t)) for t in terms]
+    )
+
+
+def search_lane(
+    index: tantivy.Index,
+    searcher: tantivy.Searcher,
+    lane: str,
+    text: str,
+    filters: tantivy.Query | None,
+    limit: int = LANE_TOP,
+) -> list[tuple[int, float]]:
+    """Top ``limit`` (uid, bm25) of one lane; ties broken by uid so rankings are deterministic."""
+    terms = query_terms(text)
+    q = lane_query(index.schema, LANE_FIELDS[lane], terms)
+    if q is None:
+        return []
+    if filters is not None:
+        q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, filters)])
+    result = searcher.search(q, limit=limit + 20, count=False)
+    hits: list[tuple[int, float]] = []
+    for score, addr in result.hits:
+        uid: int = searcher.doc(addr).get_first("uid")  # type: ignore[assignment]
+        hits.append((int(uid), float(score)))
+    hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
+    return hits[:limit]
+
+
+def filter_uids(searcher: tantivy.Searcher, filters: tantivy.Query, limit: int) -> list[int]:
+    """All uids passing the filters (for restricting the dense lane), up to ``limit``."""
+    result = searcher.search(filters, limit=limit, count=False)
+    return [int(searcher.doc(addr).get_first("uid") or 0) for _score, addr in result.hits]

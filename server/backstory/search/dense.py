@@ -1,0 +1,157 @@
+"""The dense lane and the second-stage reranker, both on the bundled bi-encoder (or user-provided models).
+
+Everything model-related degrades instead of failing: a missing or corrupt model, or vectors stamped with a
+different model, turns the dense lane off with a warning in ``_meta`` while the keyword lanes keep answering.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any
+
+import tantivy
+
+from ..index import vectors
+from ..index.store import Store
+from ..index.text_index import filter_uids
+from . import render
+from .passages import RECIPE, file_passage
+
+if TYPE_CHECKING:
+    from .engine import ModelConfig
+    from .fusion import FusedCommit
+
+DENSE_TOP = 100
+FILTER_SCAN_LIMIT = 200_000
+
+
+class DenseLane:
+    def __init__(self, store: Store, config: ModelConfig) -> None:
+        self.store = store
+        self.config = config
+        self._embedder: Any = None
+        self._embedder_error: str | None = None
+        self._reranker: Any = None
+        self._reranker_error: str | None = None
+        self._index: Any = None
+        self._index_mtime: float | None = None
+        self._lock = threading.Lock()
+        self._rr_lock = threading.Lock()
+
+    # -- models -----------------------------------------------------------------------------------------------
+
+    def embedder(self) -> Any:
+        """The shared embedder, or None with ``_embedder_error`` set (never raises)."""
+        with self._lock:
+            if self._embedder is None and self._embedder_error is None:
+                try:
+                    from ..models import Embedder, resolve_model
+
+                    self._embedder = Embedder(resolve_model(self.config.model_path))
+                    self._embedder.embed_query("warm up")
+                except Exception as e:  # ModelUnavailable and anything onnxruntime throws
+                    self._embedder_error = f"embedding model unavailable: {e}"
+            return self._embedder
+
+    def reranker(self) -> Any:
+        with self._rr_lock:
+            if self._reranker is None and self._reranker_error is None:
+                kind = self.config.reranker
+                try:
+                    from pathlib import Path
+
+                    from ..models import load_reranker
+
+                    emb = self.embedder() if kind == "maxsim" else None
+                    if kind == "maxsim" and emb is None:
+                        raise RuntimeError(self._embedder_error or "no embedder")
+                    ce = Path(self.config.cross_encoder_dir) if self.config.cross_encoder_dir else None
+                    self._reranker = load_reranker(kind, emb, ce)
+                except Exception as e:
+                    self._reranker_error = f"reranker unavailable: {e}"
+            return self._reranker
+
+    # -- vectors ----------------------------------------------------------------------------------------------
+
+    def stamp(self) -> dict[str, Any] | None:
+        try:
+            return self.store.read_manifest().get("dense")
+        except Exception:
+            return None
+
+    def coverage(self) -> float:
+        row = self.store.db.execute(
+            "SELECT COUNT(*), SUM(CASE WHEN embedded=1 THEN 1 ELSE 0 END) FROM files WHERE embedded>=0"
+        ).fetchone()
+        total, done = row[0] or 0, row[1] or 0
+        return round(done / total, 4) if total else 0.0
+
+    def _vector_index(self, dim: int) -> Any:
+        path = self.store.vectors_path
+        mtime = path.stat().st_mtime if path.exists() else None
+        if self._index is None or mtime != self._index_mtime:
+            self._index = vectors.load(path, dim, view=True)
+            self._index_mtime = mtime
+        return self._index
+
+    def rank(
+        self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
+    ) -> tuple[list[int] | None, str | None]:
+        """Hunk uids ranked by their file's vector similarity, or (None, warning) when the lane is off."""
+        stamp = self.stamp()
+        if not stamp or not self.store.vectors_path.exists():
+            return None, None
+        emb = self.embedder()
+        if emb is None:
+            return None, f"dense lane off: {self._embedder_error}"
+        if stamp.get("model_id") != emb.model_id or stamp.get("recipe") != RECIPE:
+            return None, (
+                f"dense lane off: vectors were built with {stamp.get('model_id')} / {stamp.get('recipe')}, "
+                f"the current model is {emb.model_id} / {RECIPE}; run `backstory index --rebuild`"
+            )
+        try:
+            index = self._vector_index(int(stamp["dim"]))
+        except Exception as e:
+            return None, f"dense lane off: vector index unreadable ({e}); run `backstory index --rebuild`"
+        qv = emb.embed_query(query)
+        db = self.store.db
+        if filters is not None and searcher is not None:
+            uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
+            fids = sorted({r["fid"] for r in render.hunk_rows(db, uids).values()})
+            hits = vectors.exact_search(index, fids, qv, DENSE_TOP)
+        else:
+            hits = vectors.search(index, qv, DENSE_TOP)
+        fids = [fid for fid, _sim in hits]
+        by_fid: dict[int, list[int]] = {}
+        for chunk_start in range(0, len(fids), 500):
+            chunk = fids[chunk_start : chunk_start + 500]
+            marks = ",".join("?" * len(chunk))
+            for uid, fid in db.execute(f"SELECT uid, fid FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", chunk):
+                by_fid.setdefault(fid, []).append(uid)
+        return [u for fid in fids for u in by_fid.get(fid, [])], None
+
+    # -- rerank -----------------------------------------------------------------------------------------------
+
+    def rerank(
+        self, query: str, top: list[FusedCommit], commits: dict[str, Any], no_messages: bool
+    ) -> tuple[dict[str, float], str | None, str | None]:
+        if self.config.reranker == "none":
+            return {}, None, None
+        rr = self.reranker()
+        if rr is None:
+            return {}, None, self._reranker_error
+        rows = render.hunk_rows(self.store.db, [u for c in top for u in c.hunks])
+        passages = []
+        for c in top:
+            hunks = [rows[u] for u in c.hunks if u in rows]
+            subject = None if no_messages else commits[c.sha]["subject"]
+            paths = " ".join(dict.fromkeys(h["path"] for h in hunks))
+            symbols = [s[0] for h in hunks for s in _symbols(h)]
+            passages.append(file_passage(paths, symbols, subject, [h["excerpt"] for h in hunks]))
+        scores = rr.score(query, passages)
+        return {c.sha: float(s) for c, s in zip(top, scores, strict=True)}, rr.name, None
+
+
+def _symbols(row: Any) -> list[list[Any]]:
+    return list(json.loads(row["symbols"]))

@@ -1,0 +1,251 @@
+"""The search pipeline: lanes -> Reciprocal Rank Fusion -> rerank -> recency -> commits with their best hunks.
+
+One ``Engine`` per repository. It is cheap to construct; Tantivy, usearch and the models open lazily, and the
+long-lived language server keeps one engine per repository so that those costs are paid once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from ..history.repo import EmptyRepository, head_sha, open_repo, worktree_root
+from ..index.build import store_for
+from ..index.graph import indexed_reachable
+from ..index.store import SCHEMA_VERSION, StoreError
+from ..index.text_index import Filters, filter_query, open_index, search_lane
+from . import render
+from .dense import DenseLane
+from .fusion import RRF_K, FusedCommit, fuse
+from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
+
+TEXT_LANES = ("diff", "message", "path", "symbol")
+Cancelled = Callable[[], bool]
+
+
+class SearchCancelled(Exception):
+    """The caller cancelled the search between stages."""
+
+
+@dataclass
+class SearchOptions:
+    k: int = 10
+    filters: Filters = field(default_factory=Filters)
+    rerank: bool = True
+    rerank_top: int = 30
+    recency_weight: float = DEFAULT_WEIGHT
+    hunks_per_commit: int = 3
+    lanes: tuple[str, ...] | None = None  # None = every available lane
+    weights: dict[str, float] | None = None
+
+
+@dataclass
+class ModelConfig:
+    model_path: str | None = None
+    reranker: str = "maxsim"  # maxsim | cross-encoder | none
+    cross_encoder_dir: str | None = None
+    dense: bool = True
+
+
+class Engine:
+    def __init__(
+        self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
+    ) -> None:
+        self.repo = open_repo(path)
+        self.root = worktree_root(self.repo)
+        self.store = store_for(self.repo, index_dir)
+        self.models = models or ModelConfig()
+        self._index: tantivy.Index | None = None
+        self._lock = threading.RLock()
+        self.dense = DenseLane(self.store, self.models)
+
+    # -- state ------------------------------------------------------------------------------------------------
+
+    def _text_index(self) -> tantivy.Index:
+        if self._index is None:
+            manifest = self.store.read_manifest()
+            if manifest.get("schema_version") != SCHEMA_VERSION:
+                raise StoreError(
+                    f"the index was built by another version (schema {manifest.get('schema_version')}); "
+                    "run `backstory index --rebuild`"
+                )
+            try:
+                self._index = open_index(self.store.tantivy_path, create=False)
+            except Exception as e:
+                raise StoreError(f"the Tantivy index is damaged ({e}); run `backstory index --rebuild`") from None
+        self._index.reload()
+        return self._index
+
+    def manifest(self) -> dict[str, Any]:
+        return self.store.read_manifest()
+
+    def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
+        """Index freshness for ``_meta``, the reachable indexed set (None = all), and a hint when stale."""
+        try:
+            head = head_sha(self.repo)
+        except EmptyRepository:
+            return (
+                {"head": None, "indexed_commits": 0, "commits_behind_head": 0},
+                set(),
+                "the repository is empty",
+            )
+        info: dict[str, Any] = {"path": str(self.store.path), "head": head}
+        if not self.store.exists():
+            info.update(indexed_commits=0, commits_behind_head=None, last_indexed_commit=None, indexed_at=None)
+            return info, set(), "no index yet: run `backstory index`"
+        db = self.store.db
+        allowed, behind = indexed_reachable(self.store, self.repo, head)
+        rows = db.execute(
+            "SELECT sha FROM commits WHERE state='indexed' ORDER BY commit_time DESC, sha LIMIT 50"
+        ).fetchall()
+        head_row = db.execute("SELECT state FROM commits WHERE sha=?", (head,)).fetchone()
+        if head_row is not None and head_row[0] == "indexed":
+            last: str | None = head
+        else:
+            last = next((r[0] for r in rows if allowed is None or r[0] in allowed), None)
+        count = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
+        if allowed is not None:
+            count = len(allowed & {r[0] for r in db.execute("SELECT sha FROM commits WHERE state='indexed'")})
+        info.update(
+            indexed_commits=count,
+            commits_behind_head=behind,
+            last_indexed_commit=last,
+            indexed_at=self.store.get_state("indexed_at"),
+            dense_coverage=self.dense.coverage(),
+        )
+        hint = None
+        if count == 0:
+            hint = "the index is empty: run `backstory index`"
+        elif behind:
+            hint = f"the index is {behind} commit(s) behind HEAD: run `backstory index`"
+        return info, allowed, hint
+
+    # -- search -----------------------------------------------------------------------------------------------
+
+    def search(
+        self, query: str, opts: SearchOptions | None = None, cancelled: Cancelled | None = None
+    ) -> dict[str, Any]:
+        """Run the whole pipeline and return the JSON shape documented in docs/protocol.md."""
+        opts = opts or SearchOptions()
+        started = time.perf_counter()
+        with self._lock:
+            info, allowed, hint = self.freshness()
+            meta: dict[str, Any] = {
+                "repo": str(self.root), "index": info, "lanes": [], "rerank": None, "hint": hint, "warnings": [],
+            }  # fmt: skip
+            if not self.store.exists() or info.get("head") is None:
+                meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
+                return {"query": query, "results": [], "_meta": meta}
+            fused, lanes_used = self._fused(query, opts, allowed, meta, cancelled)
+            results = self._finish(query, fused, opts, meta, cancelled)
+        meta["lanes"] = lanes_used
+        if not results and hint is None:
+            meta["hint"] = "no matching commits; try other words, fewer filters, or `backstory status`"
+        meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        return {"query": query, "results": results, "_meta": meta}
+
+    def lane_rankings(
+        self, query: str, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]
+    ) -> dict[str, list[int]]:
+        index = self._text_index()
+        searcher = index.searcher()
+        fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
+        wanted = opts.lanes or (*TEXT_LANES, "dense")
+        no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
+        rankings: dict[str, list[int]] = {}
+        for lane in TEXT_LANES:
+            if lane not in wanted or (lane == "message" and no_messages):
+                continue
+            rankings[lane] = [uid for uid, _ in search_lane(index, searcher, lane, query, fq)]
+        if "dense" in wanted and self.models.dense:
+            dense, warning = self.dense.rank(query, searcher if fq is not None else None, fq)
+            if warning:
+                meta["warnings"].append(warning)
+            if dense is not None:
+                rankings["dense"] = dense
+        return rankings
+
+    def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str]]:  # type: ignore[no-untyped-def]
+        rankings = self.lane_rankings(query, opts, allowed, meta)
+        if cancelled and cancelled():
+            raise SearchCancelled
+        uids = sorted({u for r in rankings.values() for u in r})
+        rows = render.hunk_rows(self.store.db, uids)
+        sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
+        fused = fuse(
+            rankings,
+            sha_of,
+            tie_key=lambda u: (rows[u]["path"], rows[u]["idx"]),
+            k=RRF_K,
+            weights=opts.weights,
+            hunks_per_commit=opts.hunks_per_commit,
+        )
+        return fused, list(rankings)
+
+    def _finish(self, query, fused, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+        top = fused[: max(opts.k, opts.rerank_top if opts.rerank else opts.k)]
+        commits = render.commit_rows(self.store.db, [c.sha for c in top])
+        scores = {c.sha: c.fused for c in top}
+        rerank_scores: dict[str, float] = {}
+        if opts.rerank and top:
+            if cancelled and cancelled():
+                raise SearchCancelled
+            rerank_scores, name, warning = self.dense.rerank(query, top, commits, self._no_messages())
+            meta["rerank"] = name
+            if warning:
+                meta["warnings"].append(warning)
+            if rerank_scores:
+                scores = dict(rerank_scores)
+        now = time.time()
+        final: list[tuple[float, str, float]] = []
+        for c in top:
+            factor = recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight)
+            final.append((apply_recency(scores[c.sha], factor), c.sha, factor))
+        final.sort(key=lambda t: (-round(t[0], 9), t[1]))
+        by_sha = {c.sha: c for c in top}
+        hunk_rows = render.hunk_rows(self.store.db, [u for c in top for u in c.hunks])
+        out = []
+        for score, sha, factor in final[: opts.k]:
+            c = by_sha[sha]
+            why = {
+                "lanes": c.lanes,
+                "fused": round(c.fused, 6),
+                "rerank": rerank_scores.get(sha),
+                "recency": round(factor, 4),
+            }
+            out.append(render.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
+        return out
+
+    def _no_messages(self) -> bool:
+        return bool(self.manifest().get("options", {}).get("no_messages"))
+
+    def status(self) -> dict[str, Any]:
+        info, _allowed, hint = self.freshness()
+        out: dict[str, Any] = {"repo": str(self.root), "index": info, "hint": hint}
+        if self.store.exists():
+            m = self.manifest()
+            db = self.store.db
+            skipped: dict[str, int] = {}
+            for (raw,) in db.execute("SELECT skipped FROM commits WHERE skipped<>'{}'"):
+                for k, v in json.loads(raw).items():
+                    skipped[k] = skipped.get(k, 0) + v
+            out.update(
+                options=m.get("options", {}),
+                dense=m.get("dense"),
+                created_at=m.get("created_at"),
+                hunks=db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0],
+                files=db.execute("SELECT COUNT(*) FROM files WHERE embedded>=0").fetchone()[0],
+                skipped_files=dict(sorted(skipped.items())),
+                size_bytes=self.store.size_bytes(),
+            )
+        return out
+
+    def close(self) -> None:
+        self.store.close()
