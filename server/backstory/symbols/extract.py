@@ -1,0 +1,267 @@
+"""Definition extraction: parse with tree-sitter, run a definitions query, qualify names by nesting.
+
+Everything expensive (loading a grammar, compiling its query) happens once per language and
+process; parsers are cached per thread because a `tree_sitter.Parser` is not safe to share while
+parsing, whereas `Language` and compiled `Query` objects are read-only and are shared.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+
+from .languages import CLASSLIKE, NON_SCOPE, SPECS, LanguageSpec
+from .model import KINDS, Definition, sort_definitions
+from .naming import resolve
+
+log = logging.getLogger(__name__)
+
+#: Sources larger than this are not parsed (generated code, vendored bundles, data files).
+DEFAULT_MAX_BYTES = 512_000
+#: A line longer than this marks a minified/generated file: parsing it is slow and its
+#: "definitions" are meaningless for prior-art search.
+DEFAULT_MAX_LINE_LENGTH = 5_000
+SIGNATURE_MAX = 200
+# Lines that only C++ has; used to re-parse a "c" source (usually a `.h`) with the C++ grammar.
+_CPP_MARKERS = re.compile(rb"^[ \t]*(?:class|namespace|template|using)\b|\bstd::", re.MULTILINE)
+
+# tags.scm capture suffixes outside our vocabulary, mapped into it.
+_CAPTURE_KINDS = {k: k for k in KINDS} | {"macro": "function"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    language: Language
+    query: Query
+    kinds: dict[str, str]  # capture name ("definition.class") → kind
+
+
+def _read_bundled(module: str) -> str:
+    return (files(module) / "queries" / "tags.scm").read_text(encoding="utf-8")
+
+
+def _read_own(name: str) -> str:
+    return (files("backstory.symbols.queries") / name).read_text(encoding="utf-8")
+
+
+def _compile(language: Language, text: str) -> Query:
+    """Compile ``text`` and disable every pattern that has no ``@definition.*`` capture.
+
+    The bundled tags.scm files also find references (every call, every identifier in Ruby and
+    Go); those would dominate matching time and are of no use here.
+    """
+    query = Query(language, text)
+    raw = text.encode("utf-8")
+    for i in range(query.pattern_count):
+        if b"@definition." not in raw[query.start_byte_for_pattern(i) : query.end_byte_for_pattern(i)]:
+            query.disable_pattern(i)
+    return query
+
+
+@cache
+def _compiled(language_id: str) -> _Compiled | None:
+    """Load the grammar and compile the definitions query once; ``None`` if the grammar is missing."""
+    spec = SPECS[language_id]
+    try:
+        module = importlib.import_module(spec.module)
+        language = Language(getattr(module, spec.function)())
+        own = _read_own(spec.extra) if spec.extra else ""
+        bundled = [_read_bundled(m) for m in spec.bundled]
+    except (ImportError, AttributeError, OSError, ValueError) as exc:
+        log.warning("no tree-sitter grammar for %s: %s", language_id, exc)
+        return None
+    try:
+        query = _compile(language, "\n".join([*bundled, own]))
+    except Exception as exc:  # a grammar upgrade renamed a node used by a shipped tags.scm
+        if not own:
+            log.warning("cannot compile definitions query for %s: %s", language_id, exc)
+            return None
+        log.warning("bundled tags.scm unusable for %s (%s); using own query only", language_id, exc)
+        query = _compile(language, own)
+    kinds: dict[str, str] = {}
+    for i in range(query.capture_count):
+        cname = query.capture_name(i)
+        if cname.startswith("definition.") and cname[11:] in _CAPTURE_KINDS:
+            kinds[cname] = _CAPTURE_KINDS[cname[11:]]
+    return _Compiled(language, query, kinds)
+
+
+_local = threading.local()
+
+
+def _parser(language_id: str, language: Language) -> Parser:
+    parsers: dict[str, Parser] | None = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = {}
+    parser = parsers.get(language_id)
+    if parser is None:
+        parser = parsers[language_id] = Parser(language)
+    return parser
+
+
+def _too_long_line(source: bytes, limit: int) -> bool:
+    return len(source) > limit and max(map(len, source.split(b"\n"))) > limit
+
+
+def _signature(source: bytes, start_byte: int) -> str:
+    line_start = source.rfind(b"\n", 0, start_byte) + 1
+    line_end = source.find(b"\n", start_byte)
+    if line_end == -1:
+        line_end = len(source)
+    # bound the slice first so a pathological line cannot make us decode megabytes
+    raw = source[line_start : min(line_end, line_start + 4 * SIGNATURE_MAX)]
+    return raw.decode("utf-8", "replace").strip()[:SIGNATURE_MAX]
+
+
+def _lines(node: Node) -> tuple[int, int]:
+    start, end = node.start_point, node.end_point
+    end_row = end.row
+    if end.column == 0 and end_row > start.row:  # node ends with its newline
+        end_row -= 1
+    return start.row + 1, end_row + 1
+
+
+@dataclass(slots=True)
+class _Found:
+    start_byte: int
+    end_byte: int
+    segment: str
+    short: str
+    kind: str
+    start_line: int
+    end_line: int
+    signature: str
+
+
+def _collect(compiled: _Compiled, spec: LanguageSpec, root: Node, source: bytes) -> list[_Found]:
+    found: list[_Found] = []
+    seen: set[tuple[int, int, str]] = set()
+    kinds = compiled.kinds
+    for _pattern, captures in QueryCursor(compiled.query).matches(root):
+        node: Node | None = None
+        kind = ""
+        for cname, nodes in captures.items():
+            k = kinds.get(cname)
+            if k is not None and nodes:
+                node, kind = nodes[0], k
+                break
+        if node is None:
+            continue
+        ntype = node.type
+        key = (node.start_byte, node.end_byte, ntype)
+        if key in seen or ntype in spec.skip_nodes:  # several patterns may match one node
+            continue
+        names = captures.get("name")
+        kind = spec.node_kinds.get(ntype, kind)
+        res = resolve(spec.id, node, names[0] if names else None, kind, source)
+        if res is None:
+            continue
+        seen.add(key)
+        start_line, end_line = _lines(node)
+        found.append(
+            _Found(
+                node.start_byte,
+                node.end_byte,
+                res[0],
+                res[1],
+                res[2],
+                start_line,
+                end_line,
+                _signature(source, node.start_byte),
+            )
+        )
+    return found
+
+
+def _cpp_namespace_functions(found: list[_Found]) -> None:
+    """``int detail::checksum() {}`` is a function when ``detail`` is a namespace of this file.
+
+    Out-of-line qualified definitions are assumed to be methods (their class usually lives in a
+    header), unless the qualifier is known here to be a namespace and not a class.
+    """
+    modules = {f.short for f in found if f.kind == "module"}
+    if not modules:
+        return
+    classes = {f.short for f in found if f.kind in CLASSLIKE}
+    for f in found:
+        if f.kind == "method" and "::" in f.segment:
+            owner = f.segment.rsplit("::", 2)[-2]
+            if owner in modules and owner not in classes:
+                f.kind = "function"
+
+
+def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
+    """Turn byte-range nesting into qualified names and method kinds.
+
+    A stack of open scopes is swept in (start, -end) order, so each definition's nearest scope is
+    on top. Types and constants are never scopes (``typedef struct S {..} S`` must not yield
+    ``S.S``). A ``function`` whose nearest scope is class-like becomes a ``method``.
+    """
+    found.sort(key=lambda f: (f.start_byte, -f.end_byte))
+    stack: list[tuple[_Found, str]] = []
+    out: list[Definition] = []
+    sep = spec.separator
+    for f in found:
+        while stack and stack[-1][0].end_byte < f.end_byte:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        kind = f.kind
+        if kind == "function" and parent is not None and parent[0].kind in spec.method_parents:
+            kind = "method"
+        name = f"{parent[1]}{sep}{f.segment}" if spec.qualify and parent is not None else f.segment
+        out.append(Definition(name, f.short, kind, f.start_line, f.end_line, f.signature))
+        if kind not in NON_SCOPE:
+            f.kind = kind
+            stack.append((f, name))
+    return out
+
+
+def extract_definitions(
+    source: bytes,
+    language: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+) -> list[Definition] | None:
+    """All definitions in ``source``, in (start_line, -end_line, name) order.
+
+    A ``"c"`` source that fails to parse as C but has C++-only lines (``class``, ``namespace``,
+    ``template``, ``std::``) is parsed as C++ instead, since ``.h`` serves both languages.
+
+    Returns ``None`` ("not parsed") when ``language`` has no grammar, ``source`` exceeds
+    ``max_bytes``, or any line exceeds ``max_line_length`` (minified code). Never raises: syntax
+    errors still yield whatever tree-sitter recovered around its ERROR nodes, invalid UTF-8 is
+    replaced in names, and an unexpected failure is logged and reported as ``None``.
+    """
+    spec = SPECS.get(language)
+    if spec is None or len(source) > max_bytes:
+        return None
+    try:
+        compiled = _compiled(language)
+        if compiled is None:
+            return None
+        if not source:
+            return []
+        if _too_long_line(source, max_line_length):
+            return None
+        tree = _parser(language, compiled.language).parse(source)
+        if language == "c" and tree.root_node.has_error and _CPP_MARKERS.search(source):
+            # `.h` is ambiguous: a C++ header read as C loses its classes and namespaces.
+            cpp = _compiled("cpp")
+            if cpp is not None:
+                spec, compiled = SPECS["cpp"], cpp
+                tree = _parser("cpp", cpp.language).parse(source)
+        found = _collect(compiled, spec, tree.root_node, source)
+        if spec.id == "cpp":
+            _cpp_namespace_functions(found)
+        return sort_definitions(_qualify(found, spec))
+    except Exception:  # the contract is "never raise on any bytes"
+        log.exception("definition extraction failed for a %s source of %d bytes", language, len(source))
+        return None
