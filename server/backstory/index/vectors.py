@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnxruntime  # noqa: F401  # must be loaded before usearch: the reverse order segfaults (usearch 2.26, ort 1.31)
 from usearch.index import Index
 
 CONNECTIVITY = 16

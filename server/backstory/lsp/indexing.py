@@ -1,0 +1,146 @@
+"""Background indexing as a tracked, cancellable task with work-done progress, plus the freshness watcher.
+
+Blocking work (git reads, Tantivy writes, embedding) runs in worker threads; the event loop only relays
+progress. The watcher polls HEAD (two small file reads) twice a second: it works identically in every client,
+unlike file-watcher registrations, and a new commit becomes searchable within about a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from ..history.repo import HistoryError
+from ..index.build import BuildOptions, index_repository
+from ..index.store import StoreError
+from .constants import PROGRESS_TITLE
+
+if TYPE_CHECKING:
+    from .server import BackstoryServer
+    from .state import RepoState
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.5
+REPORT_EVERY = 0.25
+
+
+def start_indexing(ls: BackstoryServer, state: RepoState, rebuild: bool = False) -> bool:
+    """Start (or, with ``rebuild``, restart) indexing of ``state``; False when a run is already going."""
+    if state.indexing:
+        if not rebuild:
+            return False
+        state.cancel.set()
+    state.task = asyncio.ensure_future(_run(ls, state, rebuild, state.task))
+    return True
+
+
+async def _create_progress(ls: BackstoryServer) -> str | None:
+    caps = ls.client_capabilities.window
+    if caps is None or not caps.work_done_progress:
+        return None
+    token = f"backstory-index-{uuid.uuid4()}"
+    try:
+        await ls.work_done_progress.create_async(token)
+    except Exception:
+        return None
+    return token
+
+
+async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: asyncio.Task[None] | None) -> None:
+    if previous is not None:
+        with contextlib.suppress(BaseException):
+            await previous
+    state.cancel.clear()
+    loop = asyncio.get_running_loop()
+    token = await _create_progress(ls)
+    last = [0.0]
+
+    def progress(phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and done > 0 and now - last[0] < REPORT_EVERY:
+            return
+        last[0] = now
+        loop.call_soon_threadsafe(_report, ls, state, token, phase, done, total)
+
+    if token is not None:
+        ls.work_done_progress.begin(
+            token, types.WorkDoneProgressBegin(title=PROGRESS_TITLE, cancellable=True, message="starting", percentage=0)
+        )
+        future = ls.work_done_progress.tokens.get(token)
+        if future is not None:
+            future.add_done_callback(lambda f: state.cancel.set() if f.cancelled() else None)
+    state.status = {"state": "indexing", "phase": "history", "done": 0, "total": 0}
+    ls.send_status(state)
+    message = "done"
+    head = state.head()
+    try:
+        options = BuildOptions(excludes=tuple(ls.options.exclude))
+        report = await asyncio.to_thread(
+            index_repository,
+            state.root,
+            options=options,
+            index_dir=ls.options.indexDir,
+            rebuild=rebuild,
+            progress=progress,
+            cancel=state.cancel,
+            wait=30.0,
+        )
+        state.hover_cache.clear()
+        if ls.options.dense and not report.cancelled and not state.cancel.is_set():
+            await asyncio.to_thread(_dense_phase, state, progress)
+        message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
+        state.status = {"state": "ready", "message": message}
+    except (HistoryError, StoreError) as e:
+        message = str(e)
+        state.status = {"state": "error", "message": message}
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"Backstory: {e}"))
+    except Exception as e:  # keep serving: report and log
+        log.exception("indexing failed")
+        message = f"indexing failed: {e}"
+        state.status = {"state": "error", "message": message}
+    finally:
+        state.last_head = head  # after an error, retry only once HEAD moves again
+        if token is not None:
+            ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        state.hover_cache.clear()
+        ls.send_status(state)
+
+
+def _dense_phase(state: RepoState, progress: Any) -> None:
+    from ..index.dense_build import embed_pending
+
+    embedder = state.engine.dense.embedder()
+    if embedder is None:
+        return
+    store = state.engine.store
+    with store.write_lock(wait=30.0):
+        embed_pending(store, embedder, progress=progress, cancel=state.cancel)
+
+
+def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:
+    unit = "commits" if phase == "history" else "files embedded"
+    label = "Indexing history" if phase == "history" else "Embedding changes"
+    message = f"{label} {done:,}/{total:,} {unit}"
+    if token is not None:
+        pct = int(100 * done / total) if total else 100
+        ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=pct))
+    state.status = {"state": "indexing", "phase": phase, "done": done, "total": total, "message": message}
+    ls.send_status(state)
+
+
+async def watch_heads(ls: BackstoryServer) -> None:
+    """Re-index a repository shortly after its HEAD moves (commit, checkout, rebase, pull)."""
+    while True:
+        await asyncio.sleep(POLL_SECONDS)
+        for state in ls.repos.all():
+            if state.indexing:
+                continue
+            head = await asyncio.to_thread(state.head)
+            if head is not None and head != state.last_head:
+                start_indexing(ls, state)

@@ -1,0 +1,143 @@
+"""Build real git repositories with known histories for tests (the git CLI; fixed dates and authors)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+BASE_TIME = 1_700_000_000  # 2023-11-14
+
+
+class GitRepo:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.n = 0
+        path.mkdir(parents=True, exist_ok=True)
+        self.git("init", "-q", "-b", "main")
+        self.git("config", "user.name", "Test")
+        self.git("config", "user.email", "test@example.com")
+        self.git("config", "commit.gpgsign", "false")
+
+    def git(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+        full_env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(self.path), **(env or {})}
+        out = subprocess.run(["git", *args], cwd=self.path, env=full_env, check=check, capture_output=True)
+        return out.stdout.decode("utf-8", "replace")
+
+    def write(self, rel: str, content: str | bytes | None) -> None:
+        p = self.path / rel
+        if content is None:
+            if p.exists():
+                p.unlink()
+            return
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            p.write_text(content, encoding="utf-8")
+        else:
+            p.write_bytes(content)
+
+    def commit(
+        self,
+        message: str,
+        files: dict[str, str | bytes | None] | None = None,
+        *,
+        author: str = "Ada Lovelace <ada@example.com>",
+        days: float | None = None,
+    ) -> str:
+        """Write ``files`` (None deletes), commit everything; dates advance one day per commit unless given."""
+        for rel, content in (files or {}).items():
+            self.write(rel, content)
+        self.git("add", "-A")
+        self.n += 1
+        when = BASE_TIME + int((days if days is not None else self.n) * 86400)
+        name, _, email = author.partition(" <")
+        env = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+            "GIT_AUTHOR_DATE": f"{when} +0000",
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email.rstrip(">"),
+            "GIT_COMMITTER_DATE": f"{when} +0000",
+        }
+        self.git("commit", "-q", "--allow-empty", "-m", message, env=env)
+        return self.head()
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+
+RETRY_CODE = '''import time
+
+
+def fetch_with_retry(url, attempts=5):
+    """Fetch a URL, retrying failures with exponential backoff."""
+    delay = 0.5
+    for attempt in range(attempts):
+        try:
+            return http_get(url)
+        except ConnectionError:
+            time.sleep(delay)
+            delay *= 2
+    raise RuntimeError("giving up on " + url)
+'''
+
+DATES_CODE = """import datetime
+
+
+def format_timestamp(ts):
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def parse_day(text):
+    return datetime.datetime.strptime(text, "%Y-%m-%d")
+"""
+
+LOG_CODE = """import logging
+
+
+def configure_logging(level="INFO"):
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(message)s")
+    return logging.getLogger("app")
+"""
+
+CACHE_CODE = """class LruCache:
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.items = {}
+
+    def get(self, key):
+        value = self.items.pop(key)
+        self.items[key] = value
+        return value
+"""
+
+
+def build_sample(path: Path) -> dict[str, str]:
+    """A small project with one retry-with-backoff commit among decoys; returns subject -> sha."""
+    repo = GitRepo(path)
+    shas: dict[str, str] = {}
+    shas["Initial project layout"] = repo.commit(
+        "Initial project layout", {"README.md": "# demo\n", "src/app/__init__.py": ""}
+    )
+    shas["Add date formatting helpers"] = repo.commit(
+        "Add date formatting helpers", {"src/app/dates.py": DATES_CODE}, author="Bob Builder <bob@example.com>"
+    )
+    shas["Configure logging"] = repo.commit("Configure logging", {"src/app/log.py": LOG_CODE})
+    shas["Add retry with exponential backoff"] = repo.commit(
+        "Add retry with exponential backoff",
+        {"src/app/net.py": RETRY_CODE},
+        author="Grace Hopper <grace@example.com>",
+    )
+    shas["Add an LRU cache"] = repo.commit(
+        "Add an LRU cache", {"src/app/cache.py": CACHE_CODE}, author="Bob Builder <bob@example.com>"
+    )
+    shas["Log the retry attempts"] = repo.commit(
+        "Log the retry attempts",
+        {
+            "src/app/net.py": RETRY_CODE.replace(
+                "            time.sleep(delay)\n",
+                "            log.warning('retrying %s', url)\n            time.sleep(delay)\n",
+            )
+        },
+    )
+    return shas
