@@ -1,0 +1,68 @@
+// Read-only virtual documents `backstory:/<sha> <subject>.diff?…` with a commit's header, message and diff,
+// backed by the server's backstory.showCommit.
+import * as vscode from "vscode";
+import { hunkLine, type CommitTarget } from "./picker";
+import type { ShowCommitResult } from "./protocol";
+
+export const SCHEME = "backstory";
+const MAX_CACHED = 50;
+
+export interface OpenedCommit {
+  editor: vscode.TextEditor;
+  line: number;
+}
+
+export class CommitDocuments implements vscode.TextDocumentContentProvider {
+  private readonly cache = new Map<string, ShowCommitResult>();
+
+  constructor(private readonly showCommit: (arg: { sha: string; uri?: string }) => Promise<ShowCommitResult>) {}
+
+  static uriFor(t: Pick<CommitTarget, "sha" | "shortSha" | "subject">, originUri?: string): vscode.Uri {
+    const subject = t.subject.replace(/[\\/:*?"<>|\n\r\t]+/g, " ").trim().slice(0, 60);
+    const query = new URLSearchParams({ sha: t.sha });
+    if (originUri) query.set("uri", originUri);
+    return vscode.Uri.from({
+      scheme: SCHEME,
+      path: `/${t.shortSha || t.sha.slice(0, 7)}${subject ? " " + subject : ""}.diff`,
+      query: query.toString(),
+    });
+  }
+
+  private async load(uri: vscode.Uri): Promise<ShowCommitResult> {
+    const key = uri.toString();
+    const cached = this.cache.get(key);
+    if (cached) return cached;
+    const query = new URLSearchParams(uri.query);
+    const sha = query.get("sha");
+    if (!sha) throw new Error(`not a Backstory commit URI: ${key}`);
+    const arg: { sha: string; uri?: string } = { sha };
+    const origin = query.get("uri");
+    if (origin) arg.uri = origin;
+    const result = await this.showCommit(arg);
+    if (!result || typeof result.text !== "string") throw new Error(`backstory.showCommit returned no text for ${sha}`);
+    if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value as string);
+    this.cache.set(key, result);
+    return result;
+  }
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    return (await this.load(uri)).text;
+  }
+
+  /** Opens the commit's diff and scrolls to the hunk the result matched. */
+  async open(target: CommitTarget & { uri?: string }): Promise<OpenedCommit> {
+    const uri = CommitDocuments.uriFor(target, target.uri);
+    const result = await this.load(uri);
+    let doc = await vscode.workspace.openTextDocument(uri);
+    if (doc.languageId !== "diff") doc = await vscode.languages.setTextDocumentLanguage(doc, "diff");
+    const line = Math.min(Math.max(0, hunkLine(result.hunks, target.path, target.newStart)), Math.max(0, doc.lineCount - 1));
+    const at = new vscode.Range(line, 0, line, 0);
+    const editor = await vscode.window.showTextDocument(doc, { preview: true, selection: at });
+    editor.revealRange(at, vscode.TextEditorRevealType.AtTop);
+    return { editor, line };
+  }
+
+  clear(): void {
+    this.cache.clear();
+  }
+}

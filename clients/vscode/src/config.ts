@@ -1,0 +1,50 @@
+// Reading the `backstory` settings. Takes a WorkspaceConfiguration-like getter so it has no "vscode" import.
+import type { ServerSettings } from "./server";
+
+export const SECTION = "backstory";
+
+export interface ConfigGetter {
+  get<T>(key: string): T | undefined;
+}
+
+export interface Settings {
+  server: ServerSettings;
+  resultsCount: number;
+  rerank: boolean;
+  hoverEnabled: boolean;
+  trace: string;
+  testResultsFile: string;
+}
+
+export function readSettings(cfg: ConfigGetter): Settings {
+  const args = cfg.get<unknown>("server.args");
+  const count = Number(cfg.get<number>("results.count") ?? 10);
+  return {
+    server: {
+      path: String(cfg.get<string>("server.path") ?? ""),
+      args: Array.isArray(args) ? args.map(String) : [],
+    },
+    resultsCount: Number.isFinite(count) ? Math.min(100, Math.max(1, Math.round(count))) : 10,
+    rerank: cfg.get<boolean>("rerank") !== false,
+    hoverEnabled: cfg.get<boolean>("hover.enabled") ?? true,
+    trace: String(cfg.get<string>("trace.server") ?? "off"),
+    testResultsFile: String(cfg.get<string>("test.resultsFile") ?? ""),
+  };
+}
+
+/**
+ * The `backstory` section as the server sees it: sent as initializationOptions, and the same shape the
+ * client answers for `workspace/configuration` (section "backstory").
+ */
+export function serverSection(s: Settings): Record<string, unknown> {
+  return {
+    server: { path: s.server.path, args: s.server.args },
+    results: { count: s.resultsCount },
+    rerank: s.rerank,
+    hover: { enabled: s.hoverEnabled },
+    trace: { server: s.trace },
+  };
+}
+
+/** Settings whose change needs a new server (everything but tracing and the test hook). */
+export const RESTART_KEYS = ["server", "results", "rerank", "hover"].map((k) => `${SECTION}.${k}`);

@@ -1,0 +1,154 @@
+// Shapes of the Backstory JSON protocol (docs/protocol.md). Everything is optional-tolerant: the
+// client must not crash on a field the server leaves out.
+
+export interface Position {
+  line: number;
+  character: number;
+}
+
+export interface Range {
+  start: Position;
+  end: Position;
+}
+
+/** The one object argument of backstory.findPriorArt / backstory.symbolHistory. */
+export interface LocationArg {
+  uri: string;
+  position?: Position;
+  range?: Range;
+  k?: number;
+}
+
+export interface Author {
+  name?: string;
+  email?: string;
+}
+
+export interface CommitInfo {
+  sha: string;
+  short_sha?: string;
+  subject?: string;
+  body?: string;
+  author?: Author;
+  date?: string;
+  commit_date?: string;
+}
+
+export type Lanes = Record<string, number | null | undefined>;
+
+export interface SymbolInfo {
+  name: string;
+  kind?: string;
+  path?: string;
+  start?: number;
+  end?: number;
+}
+
+export interface Hunk {
+  path: string;
+  old_path?: string | null;
+  change?: "add" | "modify" | "delete" | "rename" | string;
+  old_start?: number;
+  old_lines?: number;
+  new_start?: number;
+  new_lines?: number;
+  language?: string | null;
+  symbols?: SymbolInfo[];
+  excerpt?: string;
+  truncated?: boolean;
+  lanes?: Lanes;
+}
+
+export interface Why {
+  lanes?: Lanes;
+  fused?: number | null;
+  rerank?: number | null;
+  recency?: number | null;
+}
+
+export interface ResultItem {
+  provenance?: "EXACT" | "INFERRED" | string;
+  score?: number | null;
+  commit: CommitInfo;
+  why?: Why | null;
+  hunks?: Hunk[];
+}
+
+export interface IndexMeta {
+  path?: string;
+  head?: string | null;
+  last_indexed_commit?: string | null;
+  indexed_commits?: number;
+  commits_behind_head?: number | null;
+  indexed_at?: string | null;
+  dense_coverage?: number | null;
+}
+
+export interface Meta {
+  repo?: string;
+  index?: IndexMeta | null;
+  lanes?: string[];
+  rerank?: string | null;
+  took_ms?: number;
+  hint?: string | null;
+  warnings?: string[];
+}
+
+export interface SymbolHistory {
+  symbol?: SymbolInfo | null;
+  commits?: ResultItem[];
+  _meta?: Meta;
+  message?: string | null;
+}
+
+export interface SearchResult {
+  query?: string;
+  results?: ResultItem[];
+  _meta?: Meta;
+}
+
+export interface PriorArtResult extends SearchResult {
+  symbol?: SymbolInfo | null;
+  exact?: SymbolHistory | ResultItem[] | null;
+}
+
+export interface ShowCommitResult {
+  sha: string;
+  title?: string;
+  text: string;
+  hunks?: { path: string; new_start?: number; line: number }[];
+}
+
+export interface StatusNotification {
+  state?: "starting" | "indexing" | "ready" | "error" | "no-repo" | string;
+  phase?: string;
+  done?: number;
+  total?: number;
+  indexed_commits?: number;
+  commits_behind_head?: number | null;
+  dense_coverage?: number | null;
+  message?: string;
+  repo?: string | null;
+}
+
+export const STATUS_NOTIFICATION = "backstory/status";
+
+export const ServerCommands = {
+  findPriorArt: "backstory.findPriorArt",
+  search: "backstory.search",
+  symbolHistory: "backstory.symbolHistory",
+  showCommit: "backstory.showCommit",
+  reindex: "backstory.reindex",
+  status: "backstory.status",
+} as const;
+
+export const UiCommands = {
+  findPriorArt: "backstory.ui.findPriorArt",
+  search: "backstory.ui.search",
+  symbolHistory: "backstory.ui.symbolHistory",
+  reindex: "backstory.ui.reindex",
+  showOutput: "backstory.ui.showOutput",
+  showStatus: "backstory.ui.showStatus",
+  restart: "backstory.ui.restart",
+  openCommit: "backstory.ui.openCommit",
+} as const;
