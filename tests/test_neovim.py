@@ -47,13 +47,29 @@ def nvim_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_lua(script: str, tmp: Path, extra_env: dict[str, str] | None = None, cwd: Path | None = None,
-            timeout: float = 20) -> tuple[dict, subprocess.CompletedProcess]:
+def run_lua(
+    script: str, tmp: Path, extra_env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 20
+) -> tuple[dict, subprocess.CompletedProcess]:
     proc = subprocess.run(
-        [str(NVIM), "--headless", "-u", "NONE", "-i", "NONE", "-n",
-         "--cmd", f"set rtp^={PLUGIN}", "-l", str(LUA / script)],
-        cwd=str(cwd or ROOT), env=nvim_env(tmp, extra_env),
-        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        [
+            str(NVIM),
+            "--headless",
+            "-u",
+            "NONE",
+            "-i",
+            "NONE",
+            "-n",
+            "--cmd",
+            f"set rtp^={PLUGIN}",
+            "-l",
+            str(LUA / script),
+        ],
+        cwd=str(cwd or ROOT),
+        env=nvim_env(tmp, extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no JSON from {script} (exit {proc.returncode})\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -80,14 +96,30 @@ def plugin_results(tmp_path_factory):
 
 
 UNIT_TESTS = [
-    "parse_iso8601", "relative_date", "hunk_location", "why", "item",
+    "parse_iso8601",
+    "relative_date",
+    "hunk_location",
+    "why",
+    "item",
     "entries: prior-art (exact list + results, de-duplicated)",
     "entries: exact as a symbol-history object, history, search",
-    "qf_items", "hunk_line", "status_text", "status_summary", "parse", "complete", "argument building",
-    "cli_command", "config defaults", "config valid values and pass-through",
-    "config invalid values fall back to defaults", "config errors are reported once",
-    "lsp/backstory.lua resolves through vim.lsp.config", "ui.show_commit scratch buffer", "ui.quickfix",
-    "ui.pick formats items through vim.ui.select", ":Backstory without a server warns instead of failing",
+    "qf_items",
+    "hunk_line",
+    "status_text",
+    "status_summary",
+    "parse",
+    "complete",
+    "argument building",
+    "cli_command",
+    "config defaults",
+    "config valid values and pass-through",
+    "config invalid values fall back to defaults",
+    "config errors are reported once",
+    "lsp/backstory.lua resolves through vim.lsp.config",
+    "ui.show_commit scratch buffer",
+    "ui.quickfix",
+    "ui.pick formats items through vim.ui.select",
+    ":Backstory without a server warns instead of failing",
 ]
 
 
@@ -107,8 +139,13 @@ def test_unit_script_all_green(unit_results):
     assert proc.returncode == 0, proc.stderr
 
 
-PLUGIN_TESTS = ["defines one user command", "loads no module eagerly", "sourcing twice is harmless",
-                "completion", "help tags"]
+PLUGIN_TESTS = [
+    "defines one user command",
+    "loads no module eagerly",
+    "sourcing twice is harmless",
+    "completion",
+    "help tags",
+]
 
 
 @pytest.mark.timeout(60)
@@ -170,22 +207,40 @@ def setup_logging(level=logging.INFO):
 
 COMMITS = [
     # (author, email, date, subject, {path: content})
-    ("Alice Smith", "alice@example.com", "2024-01-10T09:00:00+00:00", "HTTP client skeleton",
-     {"src/http_client.py": HTTP_V1}),
-    ("Bob Jones", "bob@example.com", "2024-02-01T10:00:00+00:00", "Add date formatting helpers",
-     {"src/dates.py": DATES}),
-    ("Ada Lovelace", "ada@example.com", "2024-03-05T11:30:00+00:00", SUBJECT,
-     {"src/http_client.py": HTTP_V1 + RETRY}),
-    ("Carol White", "carol@example.com", "2024-04-01T12:00:00+00:00", "Configure logging output",
-     {"src/log_setup.py": LOG_V1}),
-    ("Bob Jones", "bob@example.com", "2024-05-01T08:15:00+00:00", "Use ISO dates in log lines",
-     {"src/log_setup.py": LOG_V2}),
+    (
+        "Alice Smith",
+        "alice@example.com",
+        "2024-01-10T09:00:00+00:00",
+        "HTTP client skeleton",
+        {"src/http_client.py": HTTP_V1},
+    ),
+    (
+        "Bob Jones",
+        "bob@example.com",
+        "2024-02-01T10:00:00+00:00",
+        "Add date formatting helpers",
+        {"src/dates.py": DATES},
+    ),
+    ("Ada Lovelace", "ada@example.com", "2024-03-05T11:30:00+00:00", SUBJECT, {"src/http_client.py": HTTP_V1 + RETRY}),
+    (
+        "Carol White",
+        "carol@example.com",
+        "2024-04-01T12:00:00+00:00",
+        "Configure logging output",
+        {"src/log_setup.py": LOG_V1},
+    ),
+    (
+        "Bob Jones",
+        "bob@example.com",
+        "2024-05-01T08:15:00+00:00",
+        "Use ISO dates in log lines",
+        {"src/log_setup.py": LOG_V2},
+    ),
 ]
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env=env).stdout
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +254,15 @@ def repo(tmp_path_factory) -> Path:
             (repo / path).parent.mkdir(parents=True, exist_ok=True)
             (repo / path).write_text(content)
             git(repo, "add", path, env=base)
-        env = dict(base, GIT_AUTHOR_NAME=author, GIT_AUTHOR_EMAIL=email, GIT_AUTHOR_DATE=date,
-                   GIT_COMMITTER_NAME=author, GIT_COMMITTER_EMAIL=email, GIT_COMMITTER_DATE=date)
+        env = dict(
+            base,
+            GIT_AUTHOR_NAME=author,
+            GIT_AUTHOR_EMAIL=email,
+            GIT_AUTHOR_DATE=date,
+            GIT_COMMITTER_NAME=author,
+            GIT_COMMITTER_EMAIL=email,
+            GIT_COMMITTER_DATE=date,
+        )
         git(repo, "commit", "-q", "-m", subject, env=env)
     return repo
 
@@ -210,8 +272,14 @@ def symbol_line(repo: Path) -> int:
     return next(i for i, line in enumerate(lines, 1) if line.startswith(f"def {SYMBOL}"))
 
 
-def e2e(repo: Path, tmp: Path, cmd: list[str], options: dict | None = None,
-        extra_env: dict[str, str] | None = None, timeout_ms: int = 15000) -> tuple[dict, subprocess.CompletedProcess]:
+def e2e(
+    repo: Path,
+    tmp: Path,
+    cmd: list[str],
+    options: dict | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout_ms: int = 15000,
+) -> tuple[dict, subprocess.CompletedProcess]:
     env = {
         "BACKSTORY_CMD": json.dumps(cmd),
         "BACKSTORY_OPTIONS": json.dumps(options or {}),
@@ -228,11 +296,22 @@ def e2e(repo: Path, tmp: Path, cmd: list[str], options: dict | None = None,
 
 
 E2E_TESTS = [
-    "client attaches", "server reports ready", "statusline", "prior-art offers the commit",
-    "choosing opens the commit diff", "prior-art with bang fills the quickfix list", "prior-art on a selection",
-    "history of the symbol", "search", "show {sha} with completion", "hover shows past changes",
-    "code actions offer prior art and run through vim.lsp.buf.code_action", "status and reindex commands",
-    "checkhealth backstory", "no error messages",
+    "client attaches",
+    "server reports ready",
+    "statusline",
+    "prior-art offers the commit",
+    "choosing opens the commit diff",
+    "prior-art with bang fills the quickfix list",
+    "prior-art on a selection",
+    "prior-art on a charwise selection",
+    "history of the symbol",
+    "search",
+    "show {sha} with completion",
+    "hover shows past changes",
+    "code actions offer prior art and run through vim.lsp.buf.code_action",
+    "status and reindex commands",
+    "checkhealth backstory",
+    "no error messages",
 ]
 
 
@@ -254,9 +333,13 @@ def check(data: dict, proc: subprocess.CompletedProcess, name: str) -> None:
 def fake_run(repo, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fake")
     log = tmp / "requests.jsonl"
-    data, proc = e2e(repo, tmp, [sys.executable, str(LUA / "fake_server.py")],
-                     options={"k": 7, "hover_max": 2, "quickfix": False},
-                     extra_env={"FAKE_BACKSTORY_LOG": str(log)})
+    data, proc = e2e(
+        repo,
+        tmp,
+        [sys.executable, str(LUA / "fake_server.py")],
+        options={"k": 7, "hover_max": 2, "quickfix": False},
+        extra_env={"FAKE_BACKSTORY_LOG": str(log)},
+    )
     requests = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return data, proc, requests
 
@@ -269,8 +352,11 @@ def test_fake_server_e2e(fake_run, name):
 
 
 def commands_sent(requests: list[dict], command: str) -> list:
-    return [r["params"]["arguments"] for r in requests
-            if r["method"] == "workspace/executeCommand" and r["params"]["command"] == command]
+    return [
+        r["params"]["arguments"]
+        for r in requests
+        if r["method"] == "workspace/executeCommand" and r["params"]["command"] == command
+    ]
 
 
 @pytest.mark.timeout(180)
@@ -291,6 +377,11 @@ def test_fake_server_sees_protocol_shapes(fake_run, repo):
     assert ranges and ranges[0]["uri"] == uri
     assert ranges[0]["range"]["start"] == {"line": line0, "character": 0}
     assert ranges[0]["range"]["end"]["line"] == line0 + 4
+    # a characterwise selection of the symbol's name is sent as is (LSP end is exclusive)
+    assert ranges[1]["range"] == {
+        "start": {"line": line0, "character": 4},
+        "end": {"line": line0, "character": 4 + len(SYMBOL)},
+    }
 
     hist = commands_sent(requests, "backstory.symbolHistory")
     assert hist and hist[0][0] == {"uri": uri, "position": {"line": line0, "character": 4}}

@@ -239,6 +239,18 @@ T.test("prior-art on a selection", function()
   end
 end)
 
+T.test("prior-art on a charwise selection", function()
+  to_symbol()
+  vim.cmd("normal! v" .. (#symbol - 1) .. "l\27")
+  local pick = run_and_pick("'<,'>Backstory prior-art")
+  extra.charwise = pick
+  T.truthy(#pick.lines > 0, "results for the selection")
+  local buf = wait_commit_buffer()
+  if buf then
+    vim.cmd("close")
+  end
+end)
+
 T.test("history of the symbol", function()
   to_symbol()
   local pick = run_and_pick("Backstory history")

@@ -177,9 +177,19 @@ def history(arg: dict) -> dict:
     line = (arg.get("position") or arg.get("range", {}).get("start") or {}).get("line", 0)
     sym = symbol_at(arg["uri"], line)
     if sym is None:
-        return {"symbol": None, "commits": [], "_meta": meta(), "message": f"no enclosing symbol at {rel(arg['uri'])}:{line + 1}"}
+        return {
+            "symbol": None,
+            "commits": [],
+            "_meta": meta(),
+            "message": f"no enclosing symbol at {rel(arg['uri'])}:{line + 1}",
+        }
     mine = commits(rel(arg["uri"]))
-    return {"symbol": sym, "commits": [entry(c, "EXACT", i + 1) for i, c in enumerate(mine)], "_meta": meta(), "message": None}
+    return {
+        "symbol": sym,
+        "commits": [entry(c, "EXACT", i + 1) for i, c in enumerate(mine)],
+        "_meta": meta(),
+        "message": None,
+    }
 
 
 def prior_art(arg: dict) -> dict:
@@ -198,7 +208,11 @@ def prior_art(arg: dict) -> dict:
 def search(arg: dict) -> dict:
     words = [w.lower() for w in arg["query"].split()]
     found = [c for c in commits() if any(w in c["subject"].lower() for w in words)]
-    return {"query": arg["query"], "results": [entry(c, "INFERRED", i + 1) for i, c in enumerate(found)], "_meta": meta()}
+    return {
+        "query": arg["query"],
+        "results": [entry(c, "INFERRED", i + 1) for i, c in enumerate(found)],
+        "_meta": meta(),
+    }
 
 
 def show(arg: dict) -> dict:
@@ -253,9 +267,15 @@ def code_actions(params: dict) -> list:
     actions = []
     if rng["start"] != rng["end"]:
         actions.append(
-            {"title": "Find prior art for the selection", "kind": "",
-             "command": {"title": "Find prior art for the selection", "command": "backstory.ui.findPriorArt",
-                         "arguments": [{"uri": uri, "range": rng}]}}
+            {
+                "title": "Find prior art for the selection",
+                "kind": "",
+                "command": {
+                    "title": "Find prior art for the selection",
+                    "command": "backstory.ui.findPriorArt",
+                    "arguments": [{"uri": uri, "range": rng}],
+                },
+            }
         )
     if sym:
         pos = rng["start"]
@@ -263,8 +283,13 @@ def code_actions(params: dict) -> list:
             (f"Find prior art for `{sym['name']}`", "backstory.ui.findPriorArt"),
             (f"Show history of `{sym['name']}`", "backstory.ui.symbolHistory"),
         ):
-            actions.append({"title": title, "kind": "",
-                            "command": {"title": title, "command": cmd, "arguments": [{"uri": uri, "position": pos}]}})
+            actions.append(
+                {
+                    "title": title,
+                    "kind": "",
+                    "command": {"title": title, "command": cmd, "arguments": [{"uri": uri, "position": pos}]},
+                }
+            )
     return actions
 
 

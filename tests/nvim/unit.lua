@@ -178,6 +178,13 @@ T.test("status_summary", function()
   T.contains(s, "indexed commits: 12 (0 behind HEAD)")
   T.contains(s, "dense coverage: 100%")
   T.contains(format.status_summary({ indexed_commits = 3, hint = "run backstory index" }), "hint: run backstory index")
+  T.eq(nil, format.status_summary({ indexed_commits = 3, hint = vim.NIL }):find("hint", 1, true))
+  -- the server adds its own state under "server"
+  T.contains(format.status_summary({ index = { indexed_commits = 3 }, server = { state = "ready" } }), "state: ready")
+  T.contains(
+    format.status_summary({ index = {}, server = { state = "indexing", message = "Indexing history 1/5 commits" } }),
+    "state: indexing (Indexing history 1/5 commits)"
+  )
 end)
 
 -- commands -------------------------------------------------------------------------------------
@@ -388,13 +395,16 @@ T.test(":Backstory without a server warns instead of failing", function()
   vim.notify = function(msg, level)
     table.insert(notes, { msg = msg, level = level })
   end
+  vim.cmd("Backstory prior-art") -- scratch buffer: not a file
+  vim.cmd("edit " .. vim.fn.tempname() .. ".py")
   vim.cmd("Backstory prior-art")
   vim.cmd("Backstory frobnicate")
   vim.notify = orig
-  T.eq(2, #notes, vim.inspect(notes))
-  T.contains(notes[1].msg, 'vim.lsp.enable("backstory")')
-  T.contains(notes[2].msg, 'unknown subcommand "frobnicate"')
-  T.eq(vim.log.levels.ERROR, notes[2].level)
+  T.eq(3, #notes, vim.inspect(notes))
+  T.contains(notes[1].msg, "source file")
+  T.contains(notes[2].msg, 'vim.lsp.enable("backstory")')
+  T.contains(notes[3].msg, 'unknown subcommand "frobnicate"')
+  T.eq(vim.log.levels.ERROR, notes[3].level)
 end)
 
 T.finish()

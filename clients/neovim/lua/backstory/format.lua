@@ -345,8 +345,14 @@ function M.status_summary(s)
   if present(repo) then
     table.insert(lines, "repository: " .. tostring(repo))
   end
-  if present(s.state) then
-    table.insert(lines, "state: " .. tostring(s.state))
+  local server = type(s.server) == "table" and s.server or {}
+  local state = present(s.state) and s.state or server.state
+  if present(state) then
+    local l = "state: " .. tostring(state)
+    if state ~= "ready" and present(server.message) then
+      l = l .. " (" .. tostring(server.message) .. ")"
+    end
+    table.insert(lines, l)
   end
   if present(idx.indexed_commits) then
     local l = "indexed commits: " .. tostring(idx.indexed_commits)

@@ -31,7 +31,11 @@ local function report_index(h, st, source)
     hint = st._meta.hint
   end
   local summary = fmt.status_summary(st):gsub("^Backstory\n  ", ""):gsub("\n  ", "; ")
-  if present(st.state) and st.state == "error" then
+  local state = st.state
+  if not present(state) and type(st.server) == "table" then
+    state = st.server.state
+  end
+  if state == "error" then
     h.error("index (" .. source .. "): " .. summary)
   elseif present(idx.indexed_commits) and tonumber(idx.indexed_commits) and tonumber(idx.indexed_commits) > 0 then
     local behind = tonumber(idx.commits_behind_head) or 0
@@ -90,7 +94,7 @@ function M.check()
     end
   else
     h.error(("`%s` is not executable (cmd from %s)"):format(exe, source), {
-      "Install Backstory (pip install backstory) so that `backstory` is on $PATH,",
+      "Install Backstory (pip install <path to the Backstory repository>) so that `backstory` is on $PATH,",
       'or set vim.g.backstory = { cmd = { "/path/to/backstory", "serve" } }.',
     })
   end

@@ -122,18 +122,28 @@ local function selection_range(bufnr, line1, line2, encoding)
   local util = vim.lsp.util
   local s = vim.api.nvim_buf_get_mark(bufnr, "<")
   local e = vim.api.nvim_buf_get_mark(bufnr, ">")
+  local last = vim.api.nvim_buf_get_lines(bufnr, line2 - 1, line2, false)[1] or ""
   if vim.fn.visualmode() == "v" and s[1] == line1 and e[1] == line2 then
-    local params = util.make_given_range_params(s, e, bufnr, encoding)
-    -- clamp an end past the line (e.g. `$` in visual mode)
-    local last = vim.api.nvim_buf_get_lines(bufnr, line2 - 1, line2, false)[1] or ""
+    -- clamp an end past the line (`$` in visual mode) before converting to the encoding
+    local end_col = math.min(e[2], math.max(#last - 1, 0))
+    local params = util.make_given_range_params(s, { e[1], end_col }, bufnr, encoding)
     local max = util.character_offset(bufnr, line2 - 1, #last, encoding)
     if params.range["end"].character > max then
       params.range["end"].character = max
     end
     return params.range
   end
-  local last = vim.api.nvim_buf_get_lines(bufnr, line2 - 1, line2, false)[1] or ""
   return commands.line_range(line1, line2, util.character_offset(bufnr, line2 - 1, #last, encoding))
+end
+
+--- The current buffer if it is a file (prior-art and history need a source position).
+local function file_buffer()
+  local bufnr = vim.api.nvim_get_current_buf()
+  if not buf_uri(bufnr) then
+    notify("put the cursor in a source file first", vim.log.levels.WARN)
+    return nil
+  end
+  return bufnr
 end
 
 --- Position (or selection) argument for the current buffer.
@@ -151,8 +161,8 @@ end
 --- @param opts? {range?: integer, line1?: integer, line2?: integer, bang?: boolean}
 function M.prior_art(opts)
   opts = opts or {}
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client = get_client(bufnr)
+  local bufnr = file_buffer()
+  local client = bufnr and get_client(bufnr)
   if not client then
     return
   end
@@ -174,8 +184,8 @@ end
 --- :Backstory history — commits that changed the symbol at the cursor.
 function M.history(opts)
   opts = opts or {}
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client = get_client(bufnr)
+  local bufnr = file_buffer()
+  local client = bufnr and get_client(bufnr)
   if not client then
     return
   end
@@ -231,6 +241,8 @@ function M.reindex(rebuild)
     end
     if type(result) == "table" and result.started then
       notify(rebuild and "rebuilding the index" or "indexing started")
+    elseif type(result) == "table" and present(result.message) then
+      notify(tostring(result.message))
     else
       notify("reindex: " .. vim.inspect(result))
     end
@@ -298,7 +310,9 @@ function M.status()
       return report_error(err)
     end
     local text = format.status_summary(result)
-    if last and not (type(result) == "table" and present(result.state)) then
+    local has_state = type(result) == "table"
+      and (present(result.state) or (type(result.server) == "table" and present(result.server.state)))
+    if last and not has_state then
       text = text .. "\n  " .. format.status_text(last)
     end
     vim.notify(text, vim.log.levels.INFO)
