@@ -141,3 +141,26 @@ def build_sample(path: Path) -> dict[str, str]:
         },
     )
     return shas
+
+
+def fast_history(path: Path, n: int, files: int = 20) -> None:
+    """A repository with ``n`` commits, each editing one of ``files`` Python files (git fast-import: fast)."""
+    repo = GitRepo(path)
+    lines = []
+    contents = {f: [f"def func_{f}_0():\n    return 0\n"] for f in range(files)}
+    for i in range(1, n + 1):
+        f = i % files
+        contents[f].append(f"\n\ndef func_{f}_{i}(value):\n    return value * {i} + {f}  # change {i}\n")
+        data = "".join(contents[f]).encode()
+        when = BASE_TIME + i * 3600
+        lines.append(b"commit refs/heads/main\n")
+        lines.append(f"mark :{i}\n".encode())
+        lines.append(f"author Dev {i % 7} <dev{i % 7}@example.com> {when} +0000\n".encode())
+        lines.append(f"committer Dev {i % 7} <dev{i % 7}@example.com> {when} +0000\n".encode())
+        msg = f"Change {i}: update module {f}\n".encode()
+        lines.append(f"data {len(msg)}\n".encode() + msg)
+        if i > 1:
+            lines.append(f"from :{i - 1}\n".encode())
+        lines.append(f"M 100644 inline pkg/mod_{f}.py\ndata {len(data)}\n".encode() + data + b"\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo.path, input=b"".join(lines), check=True)
+    repo.git("checkout", "-q", "-f", "main")

@@ -32,7 +32,7 @@ def _blob(repo: Repo, sha: bytes | None) -> bytes:
 
 
 def _decode_path(raw: bytes | None) -> str:
-    return raw.decode("utf-8", "surrogateescape").encode("utf-8", "replace").decode("utf-8") if raw else ""
+    return raw.decode("utf-8", "replace") if raw else ""
 
 
 def read_commit(

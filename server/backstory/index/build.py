@@ -27,7 +27,7 @@ from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, no
 from .text_index import HunkDoc, add_docs, open_index
 
 Progress = Callable[[str, int, int], None]
-BATCH_COMMITS = 200
+BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits per durable batch
 BATCH_HUNKS = 4000
 
 __all__ = ["BuildOptions", "IndexBusy", "IndexReport", "RebuildNeeded", "index_repository", "store_for"]

@@ -1,0 +1,136 @@
+"""onnxruntime + tokenizers plumbing shared by the embedder and the cross-encoder.
+
+Kept in one place so both runners get the same guarantees: bounded memory (no CPU arena, sequential
+execution), errors turned into :class:`ModelUnavailable`, graphs fed only the inputs they declare, and
+batches formed from length-sorted texts so that padding is small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+
+from .errors import ModelUnavailable
+
+TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_INT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    """Options for a small CPU model: ``threads`` intra-op threads, sequential, no arena.
+
+    The default CPU arena keeps the high-water mark of every batch shape it ever saw (1+ GB for batch 32 ×
+    256 tokens); without it the process stays a few hundred MB.
+    """
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(1, threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.enable_cpu_mem_arena = False
+    options.log_severity_level = 3
+    return options
+
+
+def make_session(path: Path, threads: int, hint: str = "") -> ort.InferenceSession:
+    """Build a CPU session, reporting a corrupt or unsupported graph as :class:`ModelUnavailable`."""
+    try:
+        return ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own pybind exception types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        suffix = f"; {hint}" if hint else ""
+        raise ModelUnavailable(
+            f"onnxruntime cannot load {path} (a corrupt file, or a graph this onnxruntime cannot run): "
+            f"{first[:300]}{suffix}"
+        ) from None
+
+
+def load_tokenizer(path: Path, max_tokens: int, hint: str = "") -> tuple[Tokenizer, int]:
+    """Load a tokenizer.json, override its baked-in padding/truncation, and return it with its pad id.
+
+    Exported tokenizers often pad and truncate to a fixed 128; we truncate to ``max_tokens`` and pad
+    ourselves per batch (to the batch's longest text), so the baked settings must go.
+    """
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:
+        suffix = f"; {hint}" if hint else ""
+        raise ModelUnavailable(f"cannot load the tokenizer {path}: {str(exc)[:300]}{suffix}") from None
+    padding = tokenizer.padding
+    pad_id = padding.get("pad_id") if padding else None
+    if not isinstance(pad_id, int):
+        candidates = (tokenizer.token_to_id(token) for token in ("[PAD]", "<pad>"))
+        pad_id = next((c for c in candidates if c is not None), 0)
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_tokens, strategy="longest_first")
+    return tokenizer, pad_id
+
+
+@dataclass(frozen=True)
+class GraphInputs:
+    """Which of the standard text inputs a graph declares, with the integer type it wants."""
+
+    names: tuple[str, ...]
+    dtypes: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, session: ort.InferenceSession, path: Path) -> GraphInputs:
+        names: list[str] = []
+        dtypes: list[Any] = []
+        for node in session.get_inputs():
+            if node.name not in TEXT_INPUTS:
+                raise ModelUnavailable(
+                    f"{path} needs an input named {node.name!r}; only {', '.join(TEXT_INPUTS)} can be "
+                    "provided. Export the model with the standard Hugging Face input names."
+                )
+            dtype = _INT_TYPES.get(node.type)
+            if dtype is None:
+                raise ModelUnavailable(f"{path}: input {node.name!r} is {node.type}, expected int64/int32")
+            names.append(node.name)
+            dtypes.append(dtype)
+        if "input_ids" not in names:
+            raise ModelUnavailable(f"{path} has no `input_ids` input, so it is not a text model")
+        return cls(tuple(names), tuple(dtypes))
+
+    def feeds(self, encodings: Sequence[Encoding], pad_id: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Right-padded arrays for one batch, plus the attention mask (always returned, for pooling)."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n] = encoding.ids
+            mask[row, :n] = encoding.attention_mask
+            types[row, :n] = encoding.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        pairs = zip(self.names, self.dtypes, strict=True)
+        feeds = {name: arrays[name].astype(dtype, copy=False) for name, dtype in pairs}
+        return feeds, mask
+
+
+def batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool) -> Iterator[list[int]]:
+    """Index batches; sorted by length (stable, ties by position) so each batch pads to similar lengths.
+
+    Deterministic: the same lengths always give the same batches, so the same inputs give the same outputs.
+    """
+    order = list(range(len(lengths)))
+    if sort_by_length:
+        order.sort(key=lambda i: (lengths[i], i))
+    size = max(1, batch_size)
+    for start in range(0, len(order), size):
+        yield order[start : start + size]
+
+
+def run(session: ort.InferenceSession, output: str, feeds: dict[str, np.ndarray], path: Path) -> np.ndarray:
+    """One forward pass; a failure mid-run (bad graph, shape mismatch) becomes :class:`ModelUnavailable`."""
+    try:
+        return np.asarray(session.run([output], feeds)[0])
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelUnavailable(f"running {path} failed: {first[:300]}") from None

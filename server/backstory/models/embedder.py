@@ -1,0 +1,232 @@
+"""Sentence embeddings (and token states for late interaction) from a BERT-style ONNX encoder.
+
+Vectors are the attention-masked mean of the last hidden state, L2-normalised, as sentence-transformers
+computes them for all-MiniLM-L6-v2. Two properties matter to the index more than raw speed:
+
+* a text's vector is a function of the text only: batches are formed from length-sorted texts (much less
+  padding) and results are put back in input order, and graphs that quantize activations per tensor at run
+  time (the optimized model) are fed one text per run, because a shared scale would make a vector depend on
+  its batch mates;
+* construction is free: files are resolved, the optimized variant is built and the session is created on
+  first use, so the CLI and the language server can create an embedder they may never need.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+
+from . import _runtime
+from .errors import ModelUnavailable
+from .files import ModelFiles, check_onnx, default_cache_dir, resolve_model
+from .optimize import ensure_optimized
+
+log = logging.getLogger("backstory.models")
+
+_PREFERRED_OUTPUTS = ("last_hidden_state", "token_embeddings")
+
+
+@dataclass
+class _Loaded:
+    files: ModelFiles
+    session: ort.InferenceSession
+    inputs: _runtime.GraphInputs
+    output: str
+    tokenizer: Tokenizer
+    counter: Tokenizer
+    pad_id: int
+    truncation: int
+    one_per_run: bool
+    dim: int
+
+
+class Embedder:
+    """Embeds texts with the resolved model (bundled all-MiniLM-L6-v2 unless configured otherwise).
+
+    ``optimize`` builds (once, into ``cache_dir``) and uses the per-channel quantized variant; if that fails
+    the shipped model is used and a warning logged. ``batch_size`` applies to graphs that can be batched
+    without coupling rows; ``sort_by_length=False`` exists for benchmarking only. Thread-safe: calls are
+    serialised by a lock (the session already uses ``threads`` cores).
+    """
+
+    def __init__(
+        self,
+        files: ModelFiles | None = None,
+        *,
+        max_tokens: int = 256,
+        batch_size: int = 16,
+        threads: int = 2,
+        optimize: bool = True,
+        cache_dir: Path | None = None,
+        sort_by_length: bool = True,
+    ) -> None:
+        if max_tokens < 4:
+            raise ValueError(f"max_tokens must be at least 4, got {max_tokens}")
+        if batch_size < 1 or threads < 1:
+            raise ValueError("batch_size and threads must be positive")
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.threads = threads
+        self.optimize = optimize
+        self.sort_by_length = sort_by_length
+        self._files = files
+        self._cache_dir = cache_dir
+        self._lock = threading.RLock()
+        self._loaded: _Loaded | None = None
+
+    # -- properties that need the model ----------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        """Id of the model actually in use (the optimized and shipped variants differ); loads the model."""
+        return self._load().files.model_id
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (384 for all-MiniLM-L6-v2); loads the model."""
+        return self._load().dim
+
+    @property
+    def files(self) -> ModelFiles:
+        """The files actually in use; loads the model."""
+        return self._load().files
+
+    # -- public API ------------------------------------------------------------------------------------------
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 ``[len(texts), dim]``, unit rows, in input order; long texts are cut at ``max_tokens``."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; use embed_query() for one string")
+        with self._lock:
+            loaded = self._load()
+            out = np.zeros((len(texts), loaded.dim), dtype=np.float32)
+            if not texts:
+                return out
+            encodings = self._encode(loaded, texts, self.max_tokens)
+            for rows, hidden, mask in self._forward(loaded, encodings):
+                if hidden.ndim == 2:  # graph already pools
+                    pooled = hidden.astype(np.float32)
+                else:
+                    weights = mask[:, :, None].astype(np.float32)
+                    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+                out[rows] = _normalise(pooled)
+            return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """float32 ``[dim]``: the same vector ``embed([text])[0]`` gives."""
+        return self.embed([text])[0]
+
+    def token_states(self, texts: Sequence[str], *, max_tokens: int | None = None) -> list[np.ndarray]:
+        """Per text, unit-length token vectors ``[n_tokens, dim]`` without padding and special tokens.
+
+        For late interaction (MaxSim). ``max_tokens`` (capped at the embedder's) truncates further, counting
+        the special tokens as :meth:`count_tokens` does.
+        """
+        limit = self.max_tokens if max_tokens is None else max(4, min(max_tokens, self.max_tokens))
+        with self._lock:
+            loaded = self._load()
+            result = [np.zeros((0, loaded.dim), dtype=np.float32) for _ in texts]
+            if not texts:
+                return result
+            encodings = self._encode(loaded, texts, limit)
+            for rows, hidden, _mask in self._forward(loaded, encodings):
+                if hidden.ndim != 3:
+                    path = loaded.files.onnx_path
+                    raise ModelUnavailable(f"{path} outputs pooled vectors, not token states")
+                for j, i in enumerate(rows):
+                    encoding = encodings[i]
+                    flags = zip(encoding.attention_mask, encoding.special_tokens_mask, strict=True)
+                    keep = [k for k, (real, special) in enumerate(flags) if real and not special]
+                    result[i] = _normalise(hidden[j, keep].astype(np.float32))
+            return result
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model would see without truncation, [CLS] and [SEP] included: a text is embedded
+        whole iff ``count_tokens(text) <= max_tokens``."""
+        with self._lock:
+            return len(self._load().counter.encode(text).ids)
+
+    # -- internals -------------------------------------------------------------------------------------------
+
+    def _encode(self, loaded: _Loaded, texts: Sequence[str], limit: int) -> list[Encoding]:
+        if limit != loaded.truncation:
+            loaded.tokenizer.enable_truncation(limit, strategy="longest_first")
+            loaded.truncation = limit
+        return list(loaded.tokenizer.encode_batch(list(texts)))
+
+    def _forward(
+        self, loaded: _Loaded, encodings: Sequence[Encoding]
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """Yield ``(row indices, model output, attention mask)`` per batch."""
+        size = 1 if loaded.one_per_run else self.batch_size
+        lengths = [len(e.ids) for e in encodings]
+        for rows in _runtime.batches(lengths, size, self.sort_by_length):
+            feeds, mask = loaded.inputs.feeds([encodings[i] for i in rows], loaded.pad_id)
+            hidden = _runtime.run(loaded.session, loaded.output, feeds, loaded.files.onnx_path)
+            yield rows, hidden, mask
+
+    def _load(self) -> _Loaded:
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = self._open()
+            return self._loaded
+
+    def _open(self) -> _Loaded:
+        source = self._files if self._files is not None else resolve_model(cache_dir=self._cache_dir)
+        source_info = check_onnx(source.onnx_path)
+        files = source
+        if self.optimize and not source_info.dynamic_quant:
+            try:
+                files = ensure_optimized(source, self._cache_dir or default_cache_dir())
+            except Exception as exc:
+                log.warning("optimized embedding model not built (%s); using %s", exc, source.onnx_path)
+        if files is not source:
+            try:
+                return self._open_files(files)
+            except ModelUnavailable as exc:
+                log.warning("optimized embedding model does not load (%s); using %s", exc, source.onnx_path)
+        return self._open_files(source)
+
+    def _open_files(self, files: ModelFiles) -> _Loaded:
+        info = check_onnx(files.onnx_path)
+        session = _runtime.make_session(files.onnx_path, self.threads)
+        inputs = _runtime.GraphInputs.of(session, files.onnx_path)
+        outputs = session.get_outputs()
+        by_name = {o.name: o for o in outputs}
+        chosen = next((by_name[n] for n in _PREFERRED_OUTPUTS if n in by_name), outputs[0])
+        tokenizer, pad_id = _runtime.load_tokenizer(files.tokenizer_path, self.max_tokens)
+        counter = Tokenizer.from_file(str(files.tokenizer_path))
+        counter.no_padding()
+        counter.no_truncation()
+        loaded = _Loaded(
+            files=files,
+            session=session,
+            inputs=inputs,
+            output=chosen.name,
+            tokenizer=tokenizer,
+            counter=counter,
+            pad_id=pad_id,
+            truncation=self.max_tokens,
+            one_per_run=info.dynamic_quant,
+            dim=0,
+        )
+        shape = chosen.shape
+        if shape and isinstance(shape[-1], int) and shape[-1] > 0:
+            loaded.dim = int(shape[-1])
+        else:  # symbolic width: ask the graph once
+            probe = self._encode(loaded, ["dimension probe"], self.max_tokens)
+            feeds, _mask = inputs.feeds(probe, pad_id)
+            loaded.dim = int(_runtime.run(session, chosen.name, feeds, files.onnx_path).shape[-1])
+        return loaded
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)

@@ -1,0 +1,188 @@
+"""One-off conversion of the embedding model into a faster, per-channel dynamically-quantized graph.
+
+The bundled model stores int8 weights but computes in fp32 (every MatMul first dequantizes its weights).
+Letting onnxruntime fold those constants and then quantizing the folded graph dynamically with one scale
+per output channel runs ~1.6-1.8× faster at cosine ~0.994 to the shipped vectors (per-tensor scales lose
+noticeably more). The result is cached per source model and recipe:
+
+    <cache>/models/optimized/<source model id>-pc<RECIPE>/model.onnx
+    <cache>/models/optimized/<source model id>-pc<RECIPE>/model.json   # sha256, source, versions
+
+Writes are atomic (temp file + ``os.replace``) and serialised between processes with a lock file; the
+checksum in ``model.json`` is verified on every load, and a mismatch (corruption, partial copy, another
+tool touching the file) regenerates the model. The conversion is deterministic: the same source and
+onnxruntime version give the same bytes, so the model id (which hashes the result) is stable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelUnavailable
+from .files import (
+    ONNX_NAME,
+    ModelFiles,
+    check_onnx,
+    file_sha256,
+    make_model_id,
+    model_name,
+)
+
+log = logging.getLogger("backstory.models")
+
+#: Bump when the conversion changes, so old caches are not mistaken for the new recipe.
+RECIPE = 1
+META_NAME = "model.json"
+SUFFIX = "-pc"
+
+
+def optimized_dir(source: ModelFiles, cache_dir: Path) -> Path:
+    """Where the optimized variant of ``source`` lives under the cache root."""
+    return cache_dir / "models" / "optimized" / f"{source.model_id}{SUFFIX}{RECIPE}"
+
+
+def ensure_optimized(source: ModelFiles, cache_dir: Path) -> ModelFiles:
+    """The verified optimized variant of ``source``, converting it first if the cache lacks a good copy.
+
+    Raises whatever the conversion raises (callers fall back to ``source`` with a warning), or
+    :class:`ModelUnavailable` if the fresh result does not verify.
+    """
+    folder = optimized_dir(source, cache_dir)
+    found = load_verified(source, folder)
+    if found is not None:
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    with _interprocess_lock(folder / ".lock"):
+        found = load_verified(source, folder)  # another process may have finished while we waited
+        if found is not None:
+            return found
+        convert(source, folder)
+        found = load_verified(source, folder)
+    if found is None:
+        raise ModelUnavailable(f"the optimized model written to {folder} does not verify")
+    return found
+
+
+def load_verified(source: ModelFiles, folder: Path) -> ModelFiles | None:
+    """The cached variant if ``model.json`` matches the source and the recipe and the file's sha256 (re-read,
+    not memoised) matches ``model.json``; ``None`` (logged) otherwise."""
+    onnx_path = folder / ONNX_NAME
+    meta_path = folder / META_NAME
+    if not onnx_path.exists() and not meta_path.exists():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+        if meta.get("recipe") != RECIPE or meta.get("source_model_id") != source.model_id:
+            log.info("optimized model in %s was made from another source or recipe; regenerating", folder)
+            return None
+        actual = file_sha256(onnx_path, fresh=True)
+        if actual != meta.get("sha256"):
+            log.warning("optimized model %s fails its checksum (corrupt?); regenerating", onnx_path)
+            return None
+        check_onnx(onnx_path)
+        tokenizer_sha = file_sha256(source.tokenizer_path)
+    except (OSError, ValueError, ModelUnavailable) as exc:
+        log.warning("optimized model in %s is unusable (%s); regenerating", folder, exc)
+        return None
+    model_id = make_model_id(model_name(source.model_id) + SUFFIX, actual, tokenizer_sha)
+    return ModelFiles(onnx_path, source.tokenizer_path, model_id)
+
+
+def convert(source: ModelFiles, folder: Path) -> None:
+    """Fold constants with onnxruntime, quantize per channel, and atomically install model + checksum."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".convert-") as tmp:
+        folded = Path(tmp) / "folded.onnx"
+        quantized = Path(tmp) / ONNX_NAME
+        options = ort.SessionOptions()
+        # BASIC = constant folding + redundant-node removal, standard ops only: portable across machines,
+        # unlike EXTENDED/ALL whose fused kernels may be tied to the hardware they were saved on.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        options.intra_op_num_threads = 1
+        options.enable_cpu_mem_arena = False
+        options.log_severity_level = 3
+        ort.InferenceSession(str(source.onnx_path), options, providers=["CPUExecutionProvider"])
+        with _quiet_quantizer():
+            quantize_dynamic(folded, quantized, per_channel=True, weight_type=QuantType.QInt8)
+        folded.unlink()
+        digest = file_sha256(quantized, fresh=True)
+        meta: dict[str, Any] = {
+            "recipe": RECIPE,
+            "sha256": digest,
+            "size": quantized.stat().st_size,
+            "source_model_id": source.model_id,
+            "source_onnx": str(source.onnx_path),
+            "onnxruntime": ort.__version__,
+            "onnx": _onnx_version(),
+        }
+        meta_tmp = Path(tmp) / META_NAME
+        meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        # model first, then the checksum that vouches for it: a crash in between leaves a mismatch, which
+        # the next load treats as "regenerate", never as a valid model.
+        os.replace(quantized, folder / ONNX_NAME)
+        os.replace(meta_tmp, folder / META_NAME)
+    log.info("wrote optimized embedding model %s (sha256 %s)", folder / ONNX_NAME, digest[:12])
+
+
+def _onnx_version() -> str:
+    try:
+        import onnx
+
+        return str(onnx.__version__)
+    except Exception:
+        return "unknown"
+
+
+class _DropPreprocessHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_quantizer() -> Iterator[None]:
+    """The quantizer logs through the *root* logger, whose first use installs a stderr handler
+    (``logging.basicConfig``) behind the application's back; a temporary NullHandler prevents that and a
+    filter drops its generic "consider pre-processing" advice."""
+    root = logging.getLogger()
+    null = logging.NullHandler()
+    hint_filter = _DropPreprocessHint()
+    added_null = not root.handlers
+    if added_null:
+        root.addHandler(null)
+    root.addFilter(hint_filter)
+    try:
+        yield
+    finally:
+        root.removeFilter(hint_filter)
+        if added_null:
+            root.removeHandler(null)
+
+
+@contextlib.contextmanager
+def _interprocess_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` so two processes do not convert the same model at once (POSIX only; elsewhere
+    the atomic renames still keep the cache consistent, at worst converting twice)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,187 @@
+"""The command line, run as a real subprocess against real repositories: output shapes, filters, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrepo import GitRepo
+
+
+def run(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "backstory", *args], capture_output=True, text=True, cwd=cwd, input=input, timeout=240
+    )
+
+
+def ok(*args: str, **kw: Any) -> str:
+    proc = run(*args, **kw)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def query(path: Path, text: str, *extra: str) -> dict[str, Any]:
+    return json.loads(ok("query", "-C", str(path), text, "--json", "--no-dense", "--no-rerank", *extra))
+
+
+@pytest.fixture
+def indexed(sample):
+    path, shas = sample
+    ok("index", str(path), "--no-dense")
+    return path, shas
+
+
+def test_query_json_shape_and_top_hit(indexed) -> None:
+    path, shas = indexed
+    result = query(path, "retry an HTTP request with exponential backoff")
+    top = result["results"][0]
+    assert top["commit"]["sha"] in (shas["Add retry with exponential backoff"], shas["Log the retry attempts"])
+    assert set(top["commit"]) >= {"sha", "short_sha", "subject", "body", "author", "date"}
+    hunk = top["hunks"][0]
+    assert set(hunk) >= {"path", "change", "old_start", "new_start", "excerpt", "truncated", "lanes", "symbols"}
+    assert hunk["path"] == "src/app/net.py"
+    assert set(top["why"]) == {"lanes", "fused", "rerank", "recency"}
+    meta = result["_meta"]
+    assert meta["index"]["commits_behind_head"] == 0
+    assert meta["index"]["last_indexed_commit"] == shas["Log the retry attempts"]
+    assert meta["hint"] is None
+
+
+def test_filters(indexed) -> None:
+    path, shas = indexed
+    by_author = query(path, "add", "--author", "BOB@example")
+    assert {r["commit"]["author"]["name"] for r in by_author["results"]} == {"Bob Builder"}
+    by_path = query(path, "def", "--path", "src/app/dates.py")
+    assert [r["commit"]["sha"] for r in by_path["results"]] == [shas["Add date formatting helpers"]]
+    by_glob = query(path, "import", "--path", "*.py", "--until", "2023-11-16")
+    assert [r["commit"]["sha"] for r in by_glob["results"]] == [shas["Add date formatting helpers"]]
+    since = query(path, "retry", "--since", "2023-11-19T00:00:00Z")
+    assert [r["commit"]["sha"] for r in since["results"]] == [shas["Log the retry attempts"]]
+    lang = query(path, "demo", "--language", "markdown")
+    assert [r["commit"]["sha"] for r in lang["results"]] == [shas["Initial project layout"]]
+    assert query(path, "retry", "--language", "rust")["results"] == []
+
+
+def test_batch_queries_in_order(indexed) -> None:
+    path, _ = indexed
+    out = ok("query", "-C", str(path), "--batch", "-", "--json", "--no-dense", "--no-rerank",
+             input="lru cache\n\nformat timestamp\n")  # fmt: skip
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert [x["query"] for x in lines] == ["lru cache", "", "format timestamp"]
+    assert lines[0]["results"][0]["commit"]["subject"] == "Add an LRU cache"
+    assert lines[2]["results"][0]["commit"]["subject"] == "Add date formatting helpers"
+
+
+def test_no_results_has_hint(indexed) -> None:
+    path, _ = indexed
+    result = query(path, "kubernetes helm chart")
+    assert result["results"] == []
+    assert "no matching commits" in result["_meta"]["hint"]
+    assert "no matching commits" in ok("query", "-C", str(path), "zzzzqqq", "--no-dense", "--no-rerank")
+
+
+def test_status_and_show(indexed) -> None:
+    path, shas = indexed
+    status = json.loads(ok("status", "-C", str(path), "--json"))
+    assert status["index"]["indexed_commits"] == len(shas)
+    assert status["index"]["commits_behind_head"] == 0
+    assert status["options"]["no_messages"] is False
+    assert status["size_bytes"] > 0
+    assert "indexed commits:" in ok("status", "-C", str(path))
+    text = ok("show", shas["Add retry with exponential backoff"][:10], "-C", str(path))
+    assert "Add retry with exponential backoff" in text
+    assert "+            delay *= 2" in text
+    only = ok("show", shas["Add retry with exponential backoff"], "-C", str(path), "--path", "src/app/net.py")
+    assert "diff --git a/src/app/net.py b/src/app/net.py" in only
+
+
+def test_stale_index_reports_behind(indexed) -> None:
+    path, _ = indexed
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.n = path, 30
+    repo.commit("Newer work", {"x.py": "x = 1\n"})
+    result = query(path, "retry")
+    assert result["_meta"]["index"]["commits_behind_head"] == 1
+    assert "behind HEAD" in result["_meta"]["hint"]
+
+
+def test_deterministic_results(indexed) -> None:
+    path, _ = indexed
+    a = query(path, "add helper function")
+    b = query(path, "add helper function")
+    strip = lambda r: [(x["commit"]["sha"], x["score"]) for x in r["results"]]  # noqa: E731
+    assert strip(a) == strip(b)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("query", "x", "--since", "yesterday-ish"), "cannot understand the date"),
+        (("query", "x", "-k", "0"), "-k must be at least 1"),
+        (("show", "zzzz"), "not a commit id"),
+        (("show", "abcdef12"), "no commit starting with"),
+        (("history", "nope.py:1"), "not in HEAD"),
+        (("history", "src/app/net.py:999"), "past the end"),
+        (("history", "src/app/net.py"), "expected PATH:LINE"),
+    ],
+)
+def test_bad_input_is_a_clear_error(indexed, args, message) -> None:
+    path, _ = indexed
+    proc = run(*args, "-C", str(path))
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_not_a_repository_and_missing_path(tmp_path) -> None:
+    proc = run("index", str(tmp_path))
+    assert proc.returncode == 1 and "not a git repository" in proc.stderr
+    proc = run("index", str(tmp_path / "missing"))
+    assert proc.returncode == 1 and "does not exist" in proc.stderr
+    proc = run("query", "x", "-C", str(tmp_path))
+    assert proc.returncode == 1 and "not a git repository" in proc.stderr
+
+
+def test_empty_repository(tmp_path) -> None:
+    GitRepo(tmp_path / "empty")
+    proc = run("index", str(tmp_path / "empty"), "--no-dense")
+    assert proc.returncode == 1 and "no commits yet" in proc.stderr
+    result = json.loads(ok("query", "x", "-C", str(tmp_path / "empty"), "--json"))
+    assert result["results"] == [] and "empty" in result["_meta"]["hint"]
+
+
+def test_query_before_index_hints(sample) -> None:
+    path, _ = sample
+    result = query(path, "retry")
+    assert result["results"] == []
+    assert "run `backstory index`" in result["_meta"]["hint"]
+
+
+def test_binary_only_commit_and_non_utf8(repo: GitRepo) -> None:
+    repo.commit("Add logo", {"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00data"})
+    (repo.path / "legacy.txt").write_bytes(b"Gr\xfc\xdfe aus K\xf6ln: caf\xe9 retry\n")
+    repo.commit("Add legacy latin-1 notes")
+    out = ok("index", str(repo.path), "--no-dense")
+    assert "1 binary" in out
+    result = query(repo.path, "legacy notes cafe retry")
+    assert result["results"][0]["commit"]["subject"] == "Add legacy latin-1 notes"
+    assert "\ufffd" in result["results"][0]["hunks"][0]["excerpt"]
+
+
+def test_detached_head_and_shallow_clone(sample, tmp_path) -> None:
+    path, shas = sample
+    repo = GitRepo.__new__(GitRepo)
+    repo.path = path
+    repo.git("checkout", "-q", "--detach", shas["Add an LRU cache"])
+    ok("index", str(path), "--no-dense")
+    assert query(path, "retry attempts log warning")["_meta"]["index"]["indexed_commits"] == 5
+    clone = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "2", path.as_uri(), str(clone)], check=True)
+    ok("index", str(clone), "--no-dense")
+    status = json.loads(ok("status", "-C", str(clone), "--json"))
+    assert status["index"]["indexed_commits"] == 2

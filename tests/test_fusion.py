@@ -1,0 +1,100 @@
+"""Pure functions: fusion, grouping, recency, date parsing, globs, identifier splitting."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from backstory.index.analyzer import code_text, query_terms, split_identifier
+from backstory.index.text_index import glob_to_regex
+from backstory.search.fusion import collapse, fuse, lane_ranks, rrf
+from backstory.search.recency import apply_recency, recency_factor
+from backstory.search.when import BadDate, parse_when
+
+
+def test_rrf_sums_reciprocal_ranks() -> None:
+    scores = rrf({"a": ["x", "y"], "b": ["y", "z"]}, k=60)
+    assert scores["x"] == pytest.approx(1 / 61)
+    assert scores["y"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["z"] == pytest.approx(1 / 62)
+
+
+def test_rrf_weights_and_duplicates() -> None:
+    scores = rrf({"a": ["x", "x", "y"], "b": ["y"]}, k=60, weights={"a": 2.0, "b": 0.0})
+    assert scores == {"x": pytest.approx(2 / 61), "y": pytest.approx(2 / 63)}
+
+
+def test_collapse_keeps_first_occurrence_order() -> None:
+    assert collapse([1, 2, 3, 4], lambda u: "c1" if u in (2, 4) else "c2") == ["c2", "c1"]
+
+
+def test_lane_ranks() -> None:
+    assert lane_ranks({"a": ["x", "y"], "b": ["y"]}) == {"x": {"a": 1}, "y": {"a": 2, "b": 1}}
+
+
+def test_fuse_groups_hunks_into_commits_and_breaks_ties_by_sha() -> None:
+    sha_of = {1: "bbb", 2: "bbb", 3: "aaa", 4: "ccc"}
+    fused = fuse({"diff": [3, 1], "message": [1, 3]}, sha_of, tie_key=lambda u: (u,))
+    assert [c.sha for c in fused] == ["aaa", "bbb"]  # equal RRF scores: sha order
+    assert fused[0].lanes == {"diff": 1, "message": 2}
+    many = fuse({"diff": [1, 2, 4]}, sha_of, tie_key=lambda u: (u,))
+    assert many[0].sha == "bbb" and many[0].hunks == [1, 2]
+    # a commit with many hits in one lane counts once per lane
+    assert many[0].fused == pytest.approx(1 / 61)
+
+
+def test_fuse_drops_unknown_hunks() -> None:
+    fused = fuse({"diff": [9, 1]}, {1: "aaa"}, tie_key=lambda u: (u,))
+    assert [c.sha for c in fused] == ["aaa"]
+    assert fused[0].lanes == {"diff": 1}
+
+
+def test_recency_factor() -> None:
+    now = 1_000_000_000.0
+    assert recency_factor(int(now), now) == pytest.approx(1.05)
+    assert recency_factor(int(now - 90 * 86400), now) == pytest.approx(1 + 0.05 * math.exp(-1))
+    assert recency_factor(int(now + 86400), now) == pytest.approx(1.05)
+    assert recency_factor(int(now), now, weight=0.0) == 1.0
+    assert apply_recency(2.0, 1.05) == pytest.approx(2.1)
+    assert apply_recency(-2.0, 1.05) > -2.0
+
+
+def test_parse_when() -> None:
+    now = dt.datetime(2024, 5, 10, tzinfo=dt.timezone.utc)
+    assert parse_when("2024-05-01", now) == int(dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc).timestamp())
+    assert parse_when("2024-05-01", now, end_of_day=True) == parse_when("2024-05-02", now) - 1
+    assert parse_when("2024-05-01T12:00:00Z", now) == parse_when("2024-05-01T14:00:00+02:00", now)
+    assert parse_when("30d", now) == int((now - dt.timedelta(days=30)).timestamp())
+    assert parse_when("2w", now) == int((now - dt.timedelta(days=14)).timestamp())
+    with pytest.raises(BadDate, match="cannot understand"):
+        parse_when("last tuesday", now)
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "matches"),
+    [
+        ("*.py", "src/a/b.py", True),
+        ("*.py", "src/a/b.pyc", False),
+        ("src/*.py", "src/b.py", True),
+        ("src/*.py", "src/a/b.py", False),
+        ("src/**/*.py", "src/a/b.py", True),
+        ("src/**/*.py", "src/b.py", True),
+        ("docs/", "docs/x/y.md", True),
+        ("te?t.rs", "lib/test.rs", True),
+    ],
+)
+def test_glob_to_regex(glob: str, path: str, matches: bool) -> None:
+    import re
+
+    assert bool(re.fullmatch(glob_to_regex(glob), path)) is matches
+
+
+def test_identifier_splitting() -> None:
+    assert split_identifier("parseHTTPResponse2") == ["parse", "HTTP", "Response", "2"]
+    assert split_identifier("MAX_RETRY_COUNT") == ["MAX", "RETRY", "COUNT"]
+    assert code_text("getUserName()") == "getUserName get User Name"
+    terms = query_terms("Retries with getUserName")
+    assert "retri" in terms and "getusernam" in terms and "user" in terms
+    assert "with" not in terms

@@ -1,0 +1,155 @@
+"""The dulwich history reader against real repositories built with the git CLI."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from backstory.history.diff import diff_hunks
+from backstory.history.policy import PathPolicy
+from backstory.history.reader import read_commit
+from backstory.history.repo import EmptyRepository, HistoryError, head_sha, open_repo, walk
+from gitrepo import GitRepo
+
+
+def _diffs(repo: GitRepo, policy: PathPolicy | None = None):
+    r = open_repo(repo.path)
+    return {c.subject: read_commit(r, c, policy or PathPolicy()) for c in walk(r, head_sha(r)) if not c.is_merge}
+
+
+def test_hunk_ranges_match_git(repo: GitRepo) -> None:
+    base = "".join(f"line {i}\n" for i in range(1, 41))
+    repo.commit("base", {"f.txt": base})
+    changed = base.replace("line 5\n", "line five\n").replace("line 30\n", "").replace("line 38\n", "line 38\nextra\n")
+    repo.commit("edit", {"f.txt": changed})
+    hunks = _diffs(repo)["edit"].files[0].hunks
+    git_headers = [
+        h.split(" @@")[0] + " @@" for h in repo.git("show", "--format=", "HEAD").splitlines() if h.startswith("@@")
+    ]
+    assert [h.excerpt.split("\n")[0] for h in hunks] == git_headers
+    assert hunks[0].removed_lines == [5] and hunks[0].added_lines == [5]
+
+
+def test_root_commit_adds_files_and_merges_are_not_diffed(repo: GitRepo) -> None:
+    repo.commit("root", {"a.py": "x = 1\n"})
+    repo.git("checkout", "-q", "-b", "side")
+    repo.commit("side change", {"b.py": "y = 2\n"})
+    repo.git("checkout", "-q", "main")
+    repo.commit("main change", {"c.py": "z = 3\n"})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
+    r = open_repo(repo.path)
+    commits = list(walk(r, head_sha(r)))
+    assert [c.subject for c in commits if c.is_merge] == ["merge side"]
+    diffs = _diffs(repo)
+    assert diffs["root"].files[0].change == "add"
+    assert diffs["root"].files[0].hunks[0].added_lines == [1]
+    assert set(diffs) == {"root", "side change", "main change"}
+
+
+def test_rename_keeps_old_path(repo: GitRepo) -> None:
+    body = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(20))
+    repo.commit("add", {"old/name.py": body})
+    (repo.path / "new").mkdir()
+    repo.git("mv", "old/name.py", "new/name.py")
+    repo.commit("move and edit", {"new/name.py": body.replace("return 3\n", "return 33\n")})
+    f = _diffs(repo)["move and edit"].files[0]
+    assert (f.change, f.old_path, f.path) == ("rename", "old/name.py", "new/name.py")
+    assert len(f.hunks) == 1
+
+
+def test_skips_are_counted(repo: GitRepo) -> None:
+    repo.commit(
+        "mixed",
+        {
+            ".gitattributes": "gen/** linguist-generated\nthird_party/* linguist-vendored=true\n",
+            ".backstoryignore": "secret/\n",
+            "gen/out.py": "x = 1\n",
+            "third_party/lib.js": "var a;\n",
+            "secret/keys.txt": "k\n",
+            "img.png": b"\x89PNG\r\n\x1a\n\x00\x00binary",
+            "big.txt": "x" * 2000 + "\n",
+            "model.bin": "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n",
+            "package-lock.json": "{}\n",
+            "ok.py": "print('hi')\n",
+        },
+    )
+    r = open_repo(repo.path)
+    policy = PathPolicy(
+        gitattributes=(repo.path / ".gitattributes").read_text(),
+        backstoryignore=(repo.path / ".backstoryignore").read_text(),
+        max_file_bytes=1000,
+    )
+    cd = read_commit(r, next(iter(walk(r, head_sha(r)))), policy)
+    assert sorted(f.path for f in cd.files) == [".backstoryignore", ".gitattributes", "ok.py"]
+    assert cd.skipped == {"binary": 1, "generated": 2, "ignored": 2, "lfs_pointer": 1, "too_large": 1}
+
+
+def test_submodule_entries_are_skipped(repo: GitRepo, tmp_path) -> None:
+    sub = GitRepo(tmp_path / "sub")
+    sub.commit("sub", {"s.txt": "s\n"})
+    repo.commit("root", {"a.txt": "a\n"})
+    repo.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub.path), "vendor/sub")
+    repo.commit("add submodule")
+    cd = _diffs(repo)["add submodule"]
+    assert [f.path for f in cd.files] == [".gitmodules"]
+    assert cd.skipped == {"submodule": 1}
+
+
+def test_non_utf8_content_and_paths(repo: GitRepo) -> None:
+    repo.commit("latin1", {"caf\xe9.txt": "ok\n"})
+    (repo.path / "raw.txt").write_bytes(b"caf\xe9 na\xefve\n")
+    name = b"bad\xffname.txt"
+    with open(bytes(repo.path) + b"/" + name, "wb") as fh:
+        fh.write(b"\xff\xfe text\n")
+    repo.commit("bytes")
+    cd = _diffs(repo)["bytes"]
+    paths = sorted(f.path for f in cd.files)
+    assert paths[0].startswith("bad") and "\ufffd" in paths[0]
+    text = "\n".join(h.excerpt for f in cd.files for h in f.hunks)
+    assert "caf\ufffd" in text
+
+
+def test_diff_hunks_edge_cases() -> None:
+    assert diff_hunks(b"", b"") == []
+    (h,) = diff_hunks(b"", b"a\nb")
+    assert (h.new_start, h.new_lines, h.added_lines) == (1, 2, [1, 2])
+    (h,) = diff_hunks(b"a\nb\n", b"")
+    assert (h.old_start, h.old_lines, h.new_start, h.new_lines) == (1, 2, 0, 0)
+    assert diff_hunks(b"same\n", b"same\n") == []
+
+
+def test_repository_errors(tmp_path) -> None:
+    with pytest.raises(HistoryError, match="not a git repository"):
+        open_repo(tmp_path)
+    with pytest.raises(HistoryError, match="does not exist"):
+        open_repo(tmp_path / "nope")
+    empty = GitRepo(tmp_path / "empty")
+    with pytest.raises(EmptyRepository, match="no commits yet"):
+        head_sha(open_repo(empty.path))
+
+
+def test_subdirectory_worktree_and_detached_head(repo: GitRepo, tmp_path) -> None:
+    first = repo.commit("one", {"pkg/a.py": "a = 1\n"})
+    repo.commit("two", {"pkg/a.py": "a = 2\n"})
+    assert head_sha(open_repo(repo.path / "pkg")) == repo.head()
+    repo.git("checkout", "-q", "--detach", first)
+    assert head_sha(open_repo(repo.path)) == first
+    repo.git("checkout", "-q", "main")
+    repo.git("worktree", "add", "-q", str(tmp_path / "wt"), first)
+    r = open_repo(tmp_path / "wt")
+    assert head_sha(r) == first
+    assert [c.subject for c in walk(r, head_sha(r))] == ["one"]
+
+
+def test_shallow_clone_reads_what_exists(repo: GitRepo, tmp_path) -> None:
+    for i in range(5):
+        repo.commit(f"c{i}", {"f.txt": f"{i}\n"})
+    clone = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "2", repo.path.as_uri(), str(clone)], check=True)
+    r = open_repo(clone)
+    commits = list(walk(r, head_sha(r)))
+    assert [c.subject for c in commits] == ["c4", "c3"]
+    assert commits[-1].parents == ()  # the shallow boundary reads as a root
+    cd = read_commit(r, commits[-1], PathPolicy())
+    assert cd.files[0].change == "add"

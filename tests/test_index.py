@@ -1,0 +1,188 @@
+"""Incremental indexing, purging, crash safety and locking, against real repositories and the real stores."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tantivy
+
+from backstory.history.repo import open_repo
+from backstory.index.analyzer import query_terms
+from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.index.store import IndexBusy, RebuildNeeded, StoreError
+from backstory.index.text_index import open_index
+from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from gitrepo import GitRepo, build_sample, fast_history
+
+NO_MODELS = ModelConfig(dense=False, reranker="none")
+
+
+def _engine(path: Path) -> Engine:
+    return Engine(path, models=NO_MODELS)
+
+
+def _search(path: Path, text: str, **kw) -> list[str]:
+    result = _engine(path).search(text, SearchOptions(rerank=False, **kw))
+    return [r["commit"]["subject"] for r in result["results"]]
+
+
+def _doc_count(path: Path) -> int:
+    store = store_for(open_repo(path))
+    index = open_index(store.tantivy_path, create=False)
+    return int(index.searcher().num_docs)
+
+
+def test_index_then_query_finds_retry_commit(sample) -> None:
+    path, shas = sample
+    report = index_repository(path)
+    assert report.new_commits == len(shas)
+    subjects = _search(path, "retry an HTTP request with exponential backoff")
+    assert subjects[0] in ("Add retry with exponential backoff", "Log the retry attempts")
+    assert set(subjects[:2]) == {"Add retry with exponential backoff", "Log the retry attempts"}
+
+
+def test_second_run_indexes_only_new_commits(sample) -> None:
+    path, shas = sample
+    index_repository(path)
+    docs = _doc_count(path)
+    assert index_repository(path).new_commits == 0
+    assert _doc_count(path) == docs
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.n = path, 40
+    repo.commit("Add a token bucket rate limiter", {"src/app/limit.py": "class TokenBucket:\n    pass\n"})
+    report = index_repository(path)
+    assert report.new_commits == 1
+    assert _search(path, "token bucket rate limiter")[0] == "Add a token bucket rate limiter"
+
+
+def test_reset_and_amend_purge_unreachable_commits(sample) -> None:
+    path, shas = sample
+    index_repository(path)
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.n = path, 40
+    repo.git("reset", "-q", "--hard", shas["Configure logging"])
+    # before re-indexing: unreachable commits never appear in results
+    assert "Add retry with exponential backoff" not in _search(path, "retry exponential backoff")
+    repo.commit("Amended: add retry helper", {"src/app/retry.py": "def retry_helper():\n    return 'backoff'\n"})
+    report = index_repository(path)
+    assert report.purged_commits == 3
+    assert report.new_commits == 1
+    db = sqlite3.connect(store_for(open_repo(path)).db_path)
+    assert db.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 4
+    assert db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0] == _doc_count(path)
+
+
+def test_no_messages_keeps_messages_out_of_lanes(sample) -> None:
+    path, _ = sample
+    index_repository(path, options=BuildOptions(no_messages=True))
+    engine = _engine(path)
+    assert engine.manifest()["options"]["no_messages"] is True
+    result = engine.search("Configure logging", SearchOptions(rerank=False, lanes=("message",)))
+    assert result["results"] == []
+    result = engine.search("exponential backoff", SearchOptions(rerank=False))
+    assert result["results"][0]["commit"]["subject"]  # still shown
+    with pytest.raises(RebuildNeeded, match="different options"):
+        index_repository(path)
+
+
+def test_rebuild_after_option_change(sample) -> None:
+    path, shas = sample
+    index_repository(path, options=BuildOptions(no_messages=True))
+    report = index_repository(path, rebuild=True)
+    assert report.new_commits == len(shas)
+
+
+def test_concurrent_indexer_fails_cleanly(sample) -> None:
+    path, _ = sample
+    index_repository(path)
+    store = store_for(open_repo(path))
+    with store.write_lock():
+        with pytest.raises(IndexBusy, match="another `backstory index`"):
+            index_repository(path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "backstory", "index", str(path), "--no-dense"], capture_output=True, text=True
+        )
+        assert proc.returncode == 1
+        assert "another `backstory index`" in proc.stderr
+    assert index_repository(path).new_commits == 0
+
+
+def test_corrupt_index_gives_clear_error_and_is_left_alone(sample) -> None:
+    path, _ = sample
+    index_repository(path)
+    store = store_for(open_repo(path))
+    meta = store.tantivy_path / "meta.json"
+    meta.write_text("{ truncated")
+    before = meta.read_bytes()
+    with pytest.raises(StoreError, match="--rebuild"):
+        index_repository(path)
+    with pytest.raises(StoreError, match="--rebuild"):
+        _engine(path).search("retry", SearchOptions(rerank=False))
+    assert meta.read_bytes() == before
+    (store.path / "manifest.json").write_text("not json")
+    with pytest.raises(StoreError, match="manifest is unreadable"):
+        index_repository(path)
+    assert index_repository(path, rebuild=True).new_commits > 0
+
+
+@pytest.mark.timeout(180)
+def test_resume_after_kill_9_has_no_duplicates_or_gaps(tmp_path) -> None:
+    path = tmp_path / "big"
+    fast_history(path, 600)
+    env = {**os.environ, "BACKSTORY_INDEX_BATCH": "10"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backstory", "index", str(path), "--no-dense"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    db_path = store_for(open_repo(path)).db_path
+    deadline = time.monotonic() + 120
+    killed_at = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db_path.exists():
+            try:
+                with sqlite3.connect(db_path, timeout=1) as db:
+                    killed_at = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
+            except sqlite3.OperationalError:
+                killed_at = 0
+            if killed_at >= 50:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+        time.sleep(0.02)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "indexing finished before it could be killed"
+    assert 50 <= killed_at < 600
+    report = index_repository(path)
+    assert report.new_commits + killed_at >= 600
+    db = sqlite3.connect(db_path)
+    assert db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0] == 600
+    hunks = db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0]
+    assert hunks == 600
+    assert db.execute("SELECT COUNT(DISTINCT sha) FROM hunks").fetchone()[0] == 600
+    assert _doc_count(path) == hunks  # no duplicate Tantivy documents
+    searcher = open_index(store_for(open_repo(path)).tantivy_path, create=False).searcher()
+    schema = open_index(store_for(open_repo(path)).tantivy_path, create=False).schema
+    q = tantivy.Query.term_query(schema, "diff", query_terms("value")[0])
+    assert searcher.search(q, limit=1000, count=True).count == 600
+
+
+def test_index_directory_is_configurable(sample, tmp_path) -> None:
+    path, shas = sample
+    custom = tmp_path / "custom-index"
+    index_repository(path, index_dir=custom)
+    assert (custom / "manifest.json").exists()
+    assert not (path / ".git" / "backstory").exists()
+    result = Engine(path, index_dir=custom, models=NO_MODELS).search("lru cache", SearchOptions(rerank=False))
+    assert result["results"][0]["commit"]["sha"] == shas["Add an LRU cache"]
+
+
+def test_build_sample_is_deterministic(tmp_path) -> None:
+    a = build_sample(tmp_path / "a")
+    b = build_sample(tmp_path / "b")
+    assert a == b
