@@ -414,7 +414,7 @@ def real_run(repo, tmp_path_factory):
     if problem:
         pytest.fail(f"the Backstory server is not usable: {problem}")
     tmp = tmp_path_factory.mktemp("real")
-    return e2e(repo, tmp, [str(BACKSTORY), "serve"], timeout_ms=20000)
+    return e2e(repo, tmp, [str(BACKSTORY), "serve"], timeout_ms=30000)
 
 
 @pytest.mark.slow

@@ -3,8 +3,10 @@
 local T = { results = {} }
 
 function T.test(name, fn)
+  local start = vim.uv.hrtime()
   local ok, err = xpcall(fn, debug.traceback)
-  table.insert(T.results, { name = name, ok = ok, err = ok and vim.NIL or tostring(err) })
+  local ms = math.floor((vim.uv.hrtime() - start) / 1e6)
+  table.insert(T.results, { name = name, ok = ok, err = ok and vim.NIL or tostring(err), ms = ms })
 end
 
 function T.eq(expected, actual, what)
