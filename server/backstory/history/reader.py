@@ -7,9 +7,10 @@ merges are recorded by the caller but not diffed, so their changes are never ind
 from __future__ import annotations
 
 import stat
-from collections import Counter
+from collections import Counter, OrderedDict
+from typing import Any
 
-from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, CHANGE_RENAME, RenameDetector, tree_changes
+from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, CHANGE_RENAME, tree_changes
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
@@ -17,18 +18,75 @@ from .. import symbols
 from .diff import diff_hunks
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
 from .policy import PathPolicy
+from .renames import detect_renames
 
 MAX_SIBLINGS = 60
+CACHE_OBJECTS = 4096
+CACHE_DEFINITIONS = 512
+
+
+class CachingStore:
+    """An LRU cache in front of dulwich's object store.
+
+    Walking history newest first, a commit's parent tree and old blobs are the next commit's tree and new blobs,
+    so most objects (and the definitions parsed from blobs) are needed twice in a row; caching halves pack reads.
+    """
+
+    def __init__(self, store: Any, size: int = CACHE_OBJECTS) -> None:
+        self._store = store
+        self._size = size
+        self._cache: OrderedDict[bytes, Any] = OrderedDict()
+        self.definitions: OrderedDict[tuple[bytes, str], list[symbols.Definition] | None] = OrderedDict()
+
+    def __getitem__(self, sha: bytes) -> Any:
+        obj = self._cache.get(sha)
+        if obj is not None:
+            self._cache.move_to_end(sha)
+            return obj
+        obj = self._store[sha]
+        self._cache[sha] = obj
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def parse(self, sha: bytes | None, data: bytes, language: str) -> list[symbols.Definition] | None:
+        if sha is None or not data:
+            return []
+        key = (sha, language)
+        if key in self.definitions:
+            self.definitions.move_to_end(key)
+            return self.definitions[key]
+        defs = symbols.extract_definitions(data, language)
+        self.definitions[key] = defs
+        if len(self.definitions) > CACHE_DEFINITIONS:
+            self.definitions.popitem(last=False)
+        return defs
+
+
+_STORES: dict[int, CachingStore] = {}
+
+
+def caching_store(repo: Repo) -> CachingStore:
+    """One cache per open repository object (cheap to look up on every commit)."""
+    store = _STORES.get(id(repo))
+    if store is None or store._store is not repo.object_store:
+        _STORES.clear()
+        store = _STORES[id(repo)] = CachingStore(repo.object_store)
+    return store
 
 
 def _is_gitlink(mode: int | None) -> bool:
     return mode is not None and stat.S_ISDIR(mode) is False and (mode & 0o170000) == 0o160000
 
 
-def _blob(repo: Repo, sha: bytes | None) -> bytes:
+def _blob(store: CachingStore, sha: bytes | None) -> bytes:
     if sha is None:
         return b""
-    return repo.object_store[sha].as_raw_string()  # type: ignore[index]
+    data: bytes = store[sha].as_raw_string()
+    return data
 
 
 def _decode_path(raw: bytes | None) -> str:
@@ -40,19 +98,22 @@ def read_commit(
 ) -> CommitDiff:
     """Diff ``info`` against its first parent; skipped files are counted by reason, never raised."""
     skipped: Counter[str] = Counter()
-    commit = repo[info.sha.encode("ascii")]
+    store = caching_store(repo)
+    commit = store[info.sha.encode("ascii")]
     assert isinstance(commit, Commit)
     parent_tree = None
     if info.parents:
         try:
-            parent = repo[info.parents[0].encode("ascii")]
+            parent = store[info.parents[0].encode("ascii")]
             assert isinstance(parent, Commit)
             parent_tree = parent.tree
         except KeyError:
             parent_tree = None
-    detector = RenameDetector(repo.object_store, max_files=200)
     files: list[FileDiff] = []
-    changes = tree_changes(repo.object_store, parent_tree, commit.tree, rename_detector=detector)
+    changes = detect_renames(
+        list(tree_changes(store, parent_tree, commit.tree)),  # type: ignore[arg-type]
+        lambda sha: _blob(store, sha),
+    )
     for change in changes:
         old, new = change.old, change.new
         old_path = _decode_path(old.path if old else None)
@@ -65,8 +126,8 @@ def read_commit(
         if reason:
             skipped[reason] += 1
             continue
-        old_data = _blob(repo, old.sha if old else None)
-        new_data = _blob(repo, new.sha if new else None)
+        old_data = _blob(store, old.sha if old else None)
+        new_data = _blob(store, new.sha if new else None)
         reason = policy.blob_skip_reason(old_data) or policy.blob_skip_reason(new_data)
         if reason:
             skipped[reason] += 1
@@ -90,16 +151,20 @@ def read_commit(
             hunks=hunks,
         )
         if with_symbols and fd.language in symbols.supported_languages():
-            _attribute_symbols(fd, old_data, new_data)
+            _attribute_symbols(fd, store, (old.sha if old else None, old_data), (new.sha if new else None, new_data))
         files.append(fd)
     return CommitDiff(commit=info, files=files, skipped=dict(skipped))
 
 
-def _attribute_symbols(fd: FileDiff, old_data: bytes, new_data: bytes) -> None:
+def _attribute_symbols(
+    fd: FileDiff, store: CachingStore, old: tuple[bytes | None, bytes], new: tuple[bytes | None, bytes]
+) -> None:
     """Attach to each hunk the definitions its changed lines fall in (post-image for +, pre-image for -)."""
     assert fd.language is not None
-    new_defs = symbols.extract_definitions(new_data, fd.language) if new_data else []
-    old_defs = symbols.extract_definitions(old_data, fd.language) if old_data else []
+    new_defs = store.parse(new[0], new[1], fd.language)
+    # the pre-image only matters for removed lines: pure additions skip a parse
+    needs_old = any(h.removed_lines for h in fd.hunks)
+    old_defs = store.parse(old[0], old[1], fd.language) if needs_old else []
     if new_defs is None or old_defs is None:
         return  # too large / minified: recorded as not parsed
     fd.parsed = True

@@ -20,9 +20,9 @@ from dulwich.repo import Repo
 
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
-from ..history.reader import read_commit
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from .graph import reachable
+from .parallel import read_all
 from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
 from .text_index import HunkDoc, add_docs, open_index
 
@@ -154,16 +154,13 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             progress("history", 0, total)
         batch: list[CommitDiff | CommitInfo] = []
         batch_hunks = 0
-        for info in todo:
+        for item in read_all(repo, todo, policy, options.symbols):
             if cancel is not None and cancel.is_set():
                 report.cancelled = True
                 break
-            if info.is_merge:
-                batch.append(info)
-            else:
-                cd = read_commit(repo, info, policy, with_symbols=options.symbols)
-                batch.append(cd)
-                batch_hunks += sum(len(f.hunks) for f in cd.files)
+            batch.append(item)
+            if isinstance(item, CommitDiff):
+                batch_hunks += sum(len(f.hunks) for f in item.files)
             if len(batch) >= BATCH_COMMITS or batch_hunks >= BATCH_HUNKS:
                 _write_batch(store, writer, batch, options, report)
                 done += len(batch)
