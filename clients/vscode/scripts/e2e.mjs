@@ -277,10 +277,8 @@ async function main() {
   log(`test repository ${dirs.repo}: ${Object.keys(shas).length} commits; expected ${expectedSha.slice(0, 7)}`);
 
   fs.mkdirSync(path.join(dirs["user-data"], "User"), { recursive: true });
-  fs.writeFileSync(
-    path.join(dirs["user-data"], "User", "settings.json"),
-    JSON.stringify(
-      {
+  const settingsFile = path.join(dirs["user-data"], "User", "settings.json");
+  const settings = {
         "backstory.server.path": BACKSTORY_EXE,
         "backstory.test.resultsFile": resultsFile,
         "backstory.trace.server": "messages",
@@ -297,11 +295,8 @@ async function main() {
         "editor.hover.delay": 200,
         "editor.minimap.enabled": false,
         "window.commandCenter": false,
-      },
-      null,
-      2,
-    ),
-  );
+  };
+  fs.writeFileSync(settingsFile, JSON.stringify(settings, null, 2));
 
   const env = {
     ...process.env,
@@ -510,6 +505,98 @@ async function main() {
     check("hover from the server says “Past changes to”", /Past changes to/.test(hoverContents), hoverContents.split("\n")[0]);
     check("hover is visible in the editor", /Past changes to/.test(hoverText), hoverText.split("\n")[0]);
     await screenshot("e2e.png");
+
+    // picker answers after `before`, for a given server command
+    const nextPicker = (before, command) =>
+      waitFor(`a ${command} picker`, () => events().slice(before).find((e) => (e.event === "picker" || e.event === "empty" || e.event === "error") && (e.command === command || e.event === "error")), 120_000);
+    const shasOf = (p) => (p.items ?? []).filter((i) => i.kind === "item").map((i) => i.sha);
+
+    // --- code action from the server → client-side backstory.ui.findPriorArt -----------------------------
+    await page.keyboard.press("Escape");
+    await gotoSymbol();
+    {
+      const before = events().length;
+      await page.keyboard.press("Control+.");
+      const action = page.locator(".action-widget .monaco-list-row", { hasText: "Find prior art for" }).first();
+      const shown = await action.waitFor({ state: "visible", timeout: 20_000 }).then(() => true, () => false);
+      const actionTitles = shown ? (await page.locator(".action-widget .monaco-list-row").allInnerTexts()).map((t) => t.trim()) : [];
+      check("server code actions are offered", shown && actionTitles.some((t) => /Show history of/.test(t)), actionTitles.join(" | "));
+      if (shown) {
+        // the first action is focused; clicking rows of this widget is flaky in headless Chromium
+        const focused = await page.locator(".action-widget .monaco-list-row.focused").first().innerText().catch(() => "");
+        if (/Find prior art for/.test(focused)) await page.keyboard.press("Enter");
+        else await action.click({ force: true });
+        const p = await nextPicker(before, "backstory.findPriorArt").catch((e) => ({ error: e.message }));
+        check("code action runs backstory.ui.findPriorArt → picker", p.via === "codeAction" && shasOf(p).includes(expectedSha), `${p.event ?? p.error} via ${p.via}`);
+      }
+      await page.keyboard.press("Escape");
+    }
+
+    // --- Backstory: Show Symbol History ------------------------------------------------------------------
+    {
+      await gotoSymbol();
+      const before = events().length;
+      await palette(">Backstory: Show Symbol History", false);
+      await page.locator(".quick-input-widget .monaco-list-row", { hasText: "Backstory: Show Symbol History" }).first().waitFor({ timeout: 15_000 });
+      await page.keyboard.press("Enter");
+      const p = await nextPicker(before, "backstory.symbolHistory").catch((e) => ({ error: e.message }));
+      const subjects = (p.items ?? []).filter((i) => i.kind === "item").map((i) => `${i.provenance} ${i.label}`);
+      check(
+        "Show Symbol History lists both commits that changed fetch_with_retry",
+        shasOf(p).includes(expectedSha) && shasOf(p).includes(shas["Log each retry attempt"]) && !shasOf(p).includes(shas["Add CSV export for reports"]),
+        subjects.join(" | ") || p.error || p.message,
+      );
+      await page.keyboard.press("Escape");
+    }
+
+    // --- Backstory: Search History… ----------------------------------------------------------------------
+    {
+      const before = events().length;
+      await palette(">Backstory: Search History", false);
+      await page.locator(".quick-input-widget .monaco-list-row", { hasText: "Backstory: Search History" }).first().waitFor({ timeout: 15_000 });
+      await page.keyboard.press("Enter");
+      const input = page.locator(".quick-input-widget .quick-input-box input");
+      await page.locator(".quick-input-widget", { hasText: "Describe the change" }).first().waitFor({ timeout: 10_000 });
+      await input.fill("retry a request with exponential backoff");
+      await page.keyboard.press("Enter");
+      const p = await nextPicker(before, "backstory.search").catch((e) => ({ error: e.message }));
+      const labels = (p.items ?? []).filter((i) => i.kind === "item").map((i) => i.label);
+      check("Search History finds the expected commit first", p.via === "input" && shasOf(p)[0] === expectedSha, labels.join(" > ") || p.error || p.message);
+      await page.keyboard.press("Escape");
+    }
+
+    // --- status bar item → backstory.status ---------------------------------------------------------------
+    {
+      const before = events().length;
+      const item = page.locator('.statusbar-item[id="backstory.backstory.status"], .statusbar-item:has-text("Backstory")').first();
+      const label = await item.innerText({ timeout: 10_000 }).catch(() => "");
+      await item.click({ timeout: 10_000 }).catch(() => undefined);
+      const st = await waitFor("status command (self-test 'statusCommand')", () => events().slice(before).find((e) => e.event === "statusCommand" || e.event === "error"), 30_000).catch((e) => ({ error: e.message }));
+      check("status bar shows Backstory and its click runs backstory.status", /Backstory/.test(label) && st.event === "statusCommand" && /6 commits indexed/.test(st.summary), `${label.trim()} → ${st.summary ?? st.message ?? st.error}`);
+    }
+
+    // --- a settings change restarts the server; a bad server path gives a clear error with a fix ---------
+    {
+      // workspace settings: the workspace folder is watched (changes to the user settings file written
+      // behind code-server's back are not noticed)
+      const wsSettings = path.join(dirs.repo, ".vscode", "settings.json");
+      fs.mkdirSync(path.dirname(wsSettings), { recursive: true });
+      let before = events().length;
+      fs.writeFileSync(wsSettings, JSON.stringify({ "backstory.server.path": path.join(tmpRoot, "no-such-dir", "backstory") }));
+      const err = await waitFor("the start error (self-test 'error')", () => events().slice(before).find((e) => e.event === "error" || e.event === "started"), 30_000).catch((e) => ({ error: e.message }));
+      const toast = page.locator(".notification-toast", { hasText: "backstory.server.path" }).first();
+      const toastText = await toast.innerText({ timeout: 10_000 }).catch(() => "");
+      check(
+        "bad backstory.server.path → error notification with a fix and an Open Settings button",
+        err.event === "error" && /backstory\.server\.path/.test(err.message) && /Set backstory\.server\.path/.test(toastText) && /Open Settings/.test(toastText),
+        (err.message ?? err.error ?? "").slice(0, 160),
+      );
+      await screenshot("02-start-error.png");
+      before = events().length;
+      fs.writeFileSync(wsSettings, JSON.stringify({ "backstory.server.path": BACKSTORY_EXE }));
+      const again = await waitFor("the server to start again", () => events().slice(before).find((e) => e.event === "started" || e.event === "error"), 60_000).catch((e) => ({ error: e.message }));
+      check("fixing the setting restarts the server", again.event === "started", again.message ?? again.error ?? again.command);
+    }
   } catch (e) {
     await screenshot("failure.png");
     throw e;

@@ -1,4 +1,5 @@
 // Starting, stopping and talking to the `backstory serve` language server.
+import { spawn } from "node:child_process";
 import * as vscode from "vscode";
 import {
   CloseAction,
@@ -107,7 +108,9 @@ export class BackstoryClient implements vscode.Disposable {
     } catch (e) {
       this.client = undefined;
       await client.dispose().catch(() => undefined);
-      return this.failed(`${e instanceof Error ? e.message : String(e)} (see Backstory: Show Output).`);
+      const said = await this.diagnose(resolved.command, resolved.args, resolved.cwd);
+      const why = e instanceof Error ? e.message : String(e);
+      return this.failed(`${resolved.command} ${said ? `exited: ${said}` : `failed (${why})`} (see Backstory: Show Output).`);
     }
   }
 
@@ -134,6 +137,27 @@ export class BackstoryClient implements vscode.Disposable {
 
   toServerUri(uri: vscode.Uri): string {
     return this.client ? this.client.code2ProtocolConverter.asUri(uri) : uri.toString();
+  }
+
+  /** After a failed start: run the server once more with stdin closed; the last line it printed on stderr. */
+  private diagnose(command: string, args: string[], cwd: string | undefined): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      let stderr = "";
+      const child = spawn(command, [...args, "--stdio"], { cwd, stdio: ["pipe", "ignore", "pipe"] });
+      const timer = setTimeout(() => child.kill("SIGKILL"), 8000);
+      child.stderr?.on("data", (d: Buffer) => (stderr += d.toString("utf8")));
+      child.on("error", (e) => {
+        clearTimeout(timer);
+        resolve(e.message);
+      });
+      child.on("close", () => {
+        clearTimeout(timer);
+        stderr = stderr.trim();
+        if (stderr) this.output.error(`${command} ${args.join(" ")} --stdio printed:\n${stderr}`);
+        resolve(stderr.split("\n").filter((l) => l.trim()).pop()?.trim().slice(0, 300));
+      });
+      child.stdin?.end();
+    });
   }
 
   private async failed(detail: string): Promise<void> {

@@ -48,7 +48,7 @@ export function registerCommands(s: Services): vscode.Disposable[] {
 
   /** `{uri, position}` / `{uri, range}` from a code action's argument, else from the active editor. */
   function location(arg: unknown): LocationArg | undefined {
-    if (isLocationArg(arg)) return { ...arg };
+    if (isLocationArg(arg)) return { ...arg }; // from a code action
     const editor = vscode.window.activeTextEditor;
     if (!editor) return undefined;
     const uri = client.toServerUri(editor.document.uri);
@@ -101,6 +101,7 @@ export function registerCommands(s: Services): vscode.Disposable[] {
     entries: (t: T) => PickEntry[],
     empty: (t: T) => string,
     originUri?: string,
+    via = "palette",
   ): Promise<void> {
     const qp = vscode.window.createQuickPick<Item>();
     qp.title = title;
@@ -132,6 +133,7 @@ export function registerCommands(s: Services): vscode.Disposable[] {
     const list = entries(result);
     selfTest.write("picker", {
       command,
+      via,
       title,
       items: list.map((e) => ({
         kind: e.kind,
@@ -173,6 +175,7 @@ export function registerCommands(s: Services): vscode.Disposable[] {
       (r) => priorArtEntries(r),
       (r) => emptyMessage("prior art found", r),
       loc.uri,
+      isLocationArg(arg) ? "codeAction" : "editor",
     );
   };
 
@@ -188,6 +191,7 @@ export function registerCommands(s: Services): vscode.Disposable[] {
       (r) => historyEntries(r),
       (r) => emptyMessage("history for this symbol", r),
       loc.uri,
+      isLocationArg(arg) ? "codeAction" : "editor",
     );
   };
 
@@ -202,7 +206,15 @@ export function registerCommands(s: Services): vscode.Disposable[] {
     if (!query?.trim()) return;
     const uri = activeUri();
     const call = client.request<SearchResult>(ServerCommands.search, { query, k: k(), ...(uri ? { uri } : {}) });
-    await showPicker(ServerCommands.search, `Backstory: “${query}”`, call, (r) => searchEntries(r), (r) => emptyMessage("matching commits", r), uri);
+    await showPicker(
+      ServerCommands.search,
+      `Backstory: “${query}”`,
+      call,
+      (r) => searchEntries(r),
+      (r) => emptyMessage("matching commits", r),
+      uri,
+      "input",
+    );
   };
 
   const reindex = async () => {
