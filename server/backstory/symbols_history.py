@@ -93,14 +93,17 @@ def _symbol_json(loc: Located) -> dict[str, Any] | None:
     return {"name": d.name, "kind": d.kind, "path": loc.path, "start": d.start_line, "end": d.end_line}
 
 
-def exact_commits(engine: Engine, name: str, path: str, limit: int = EXACT_LIMIT) -> list[dict[str, Any]]:
-    """Commits that changed definition ``name`` of ``path`` (following renames), newest first."""
+def exact_commits(engine: Engine, name: str, kind: str, path: str, limit: int = EXACT_LIMIT) -> list[dict[str, Any]]:
+    """Commits that changed definition ``name`` (of ``kind``) in ``path``, following renames, newest first.
+
+    The kind matters: a Rust ``struct Point`` and its ``impl Point`` share a name but not a history.
+    """
     db = engine.store.db
     _info, allowed, _hint = engine.freshness()
     rows = db.execute(
         "SELECT sc.sha, sc.path, sc.uid, c.commit_time FROM symbol_changes sc JOIN commits c ON c.sha = sc.sha"
-        " WHERE sc.name = ? AND c.state = 'indexed'",
-        (name,),
+        " WHERE sc.name = ? AND sc.kind = ? AND c.state = 'indexed'",
+        (name, kind),
     ).fetchall()
     if not rows:
         return []
@@ -156,7 +159,8 @@ def symbol_history(engine: Engine, position: str, source: bytes | None = None) -
             "message": f"no enclosing symbol at {loc.path}:{line}",
             "_meta": meta,
         }
-    commits = exact_commits(engine, loc.definition.name, loc.path) if engine.store.exists() else []
+    d = loc.definition
+    commits = exact_commits(engine, d.name, d.kind, loc.path) if engine.store.exists() else []
     return {"symbol": _symbol_json(loc), "commits": commits, "message": None, "_meta": meta}
 
 
@@ -179,7 +183,8 @@ def prior_art(
     """
     path, line = parse_position(position)
     loc = locate(engine, path, line, source)
-    exact = exact_commits(engine, loc.definition.name, loc.path) if loc.definition and engine.store.exists() else []
+    d = loc.definition
+    exact = exact_commits(engine, d.name, d.kind, loc.path) if d is not None and engine.store.exists() else []
     query = text if text is not None else symbol_query(loc)
     if not query.strip():
         lines = loc.source.split(b"\n")

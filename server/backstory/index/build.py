@@ -253,8 +253,8 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
                     (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
                      h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json)
                 )  # fmt: skip
-                for name in dict.fromkeys(names):
-                    sym_rows.append((name, f.path, f.old_path, c.sha, uid))
+                for name, kind in dict.fromkeys((s.name, s.kind) for s in h.symbols):
+                    sym_rows.append((name, kind, f.path, f.old_path, c.sha, uid))
                 uid += 1
             fid += 1
     add_docs(writer, docs)
@@ -272,7 +272,9 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
             " new_lines, language, excerpt, truncated, symbols) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             hunk_rows,
         )
-        db.executemany("INSERT INTO symbol_changes(name, path, old_path, sha, uid) VALUES (?,?,?,?,?)", sym_rows)
+        db.executemany(
+            "INSERT INTO symbol_changes(name, kind, path, old_path, sha, uid) VALUES (?,?,?,?,?,?)", sym_rows
+        )
         for b in batch:
             cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}
             count = sum(len(f.hunks) for f in b.files) if isinstance(b, CommitDiff) else 0

@@ -52,9 +52,10 @@ CREATE TABLE IF NOT EXISTS hunks (
 CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
 CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
 CREATE TABLE IF NOT EXISTS symbol_changes (
-  name TEXT NOT NULL, path TEXT NOT NULL, old_path TEXT NOT NULL, sha TEXT NOT NULL, uid INTEGER NOT NULL
+  name TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL, old_path TEXT NOT NULL, sha TEXT NOT NULL,
+  uid INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS symbol_changes_name ON symbol_changes(name, path);
+CREATE INDEX IF NOT EXISTS symbol_changes_name ON symbol_changes(name, kind);
 CREATE INDEX IF NOT EXISTS symbol_changes_sha ON symbol_changes(sha);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """

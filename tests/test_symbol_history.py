@@ -1,0 +1,230 @@
+"""Exact symbol history checked against ``git log -L`` (the oracle) on histories that move, rename, edit and
+re-indent definitions, in several languages; plus the bad positions."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from backstory import symbols
+from backstory.history.repo import HistoryError
+from backstory.index.build import index_repository
+from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.symbols_history import head_blob, prior_art, symbol_history
+from gitrepo import GitRepo
+
+NO_MODELS = ModelConfig(dense=False, reranker="none")
+
+
+def git_log_l(repo: GitRepo, path: str, start: int, end: int) -> list[str]:
+    out = repo.git("log", f"-L{start},{end}:{path}", "--format=%H", "-s")
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def compare_all(repo: GitRepo) -> tuple[int, int, int, list[str]]:
+    """(true positives, ours, oracle's, mismatches) over every definition at HEAD."""
+    index_repository(repo.path)
+    engine = Engine(repo.path, models=NO_MODELS)
+    files = repo.git("ls-files").split()
+    tp = ours_n = oracle_n = 0
+    bad: list[str] = []
+    for f in files:
+        lang = symbols.language_for_path(f)
+        if lang not in symbols.supported_languages():
+            continue
+        for d in symbols.extract_definitions(head_blob(engine, f), lang or "") or []:
+            ours = [c["commit"]["sha"] for c in symbol_history(engine, f"{f}:{d.start_line}")["commits"]]
+            # the innermost definition at its first line is d itself unless another starts on the same line
+            oracle = git_log_l(repo, f, d.start_line, d.end_line)
+            got = symbol_history(engine, f"{f}:{d.start_line}")["symbol"]
+            if got["name"] != d.name:
+                continue
+            tp += len(set(ours) & set(oracle))
+            ours_n += len(ours)
+            oracle_n += len(oracle)
+            if ours != oracle:
+                bad.append(f"{f}:{d.name}: ours={[s[:7] for s in ours]} git={[s[:7] for s in oracle]}")
+    return tp, ours_n, oracle_n, bad
+
+
+PY_V1 = """import os
+
+
+def load(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def save(path, data):
+    with open(path, "w") as fh:
+        fh.write(data)
+
+
+class Store:
+    def get(self, key):
+        return self.items[key]
+
+    def put(self, key, value):
+        self.items[key] = value
+"""
+
+
+def test_python_history_matches_git_log_l(repo: GitRepo) -> None:
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.commit("edit load", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    shifted = "# header comment\n# another\n" + PY_V1.replace("return fh.read()", "return fh.read().strip()")
+    repo.commit("shift everything down", {"pkg/io.py": shifted})
+    repo.git("mv", "pkg/io.py", "pkg/files.py")
+    repo.commit("rename module")
+    v = shifted.replace("        fh.write(data)\n", "        fh.write(data)\n        fh.flush()\n")
+    repo.commit("flush on save", {"pkg/files.py": v})
+    v2 = v.replace(
+        "    def get(self, key):\n        return self.items[key]\n",
+        "    def get(self, key):\n        if key in self.items:\n            return self.items[key]\n        return None\n",
+    )
+    repo.commit("re-indent get", {"pkg/files.py": v2})
+    v3 = v2 + "\n\ndef extra():\n    return 1\n"
+    repo.commit("add extra", {"pkg/files.py": v3})
+    repo.commit(
+        "touch both",
+        {
+            "pkg/files.py": v3.replace("return 1", "return 2").replace(
+                "self.items[key] = value", "self.items[key] = value  # put"
+            )
+        },
+    )
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+
+
+JS_V1 = """export class Client {
+  constructor(base) {
+    this.base = base;
+  }
+
+  send(path) {
+    return fetch(this.base + path);
+  }
+}
+
+export function retry(fn, times) {
+  for (let i = 0; i < times; i++) {
+    try { return fn(); } catch (e) { continue; }
+  }
+}
+"""
+
+GO_V1 = """package net
+
+type Server struct{ addr string }
+
+func (s *Server) Run() error {
+	return listen(s.addr)
+}
+
+func Dial(addr string) error {
+	return nil
+}
+"""
+
+RS_V1 = """pub struct Point { x: f64, y: f64 }
+
+impl Point {
+    pub fn norm(&self) -> f64 {
+        (self.x * self.x + self.y * self.y).sqrt()
+    }
+}
+
+pub fn origin() -> Point {
+    Point { x: 0.0, y: 0.0 }
+}
+"""
+
+
+def test_several_languages_match_git_log_l(repo: GitRepo) -> None:
+    repo.commit("v1", {"web/client.js": JS_V1, "net/server.go": GO_V1, "geo/point.rs": RS_V1})
+    repo.commit("edit send", {"web/client.js": JS_V1.replace("this.base + path", "this.base + '/' + path")})
+    repo.commit(
+        "go: log run",
+        {"net/server.go": GO_V1.replace("\treturn listen(s.addr)\n", "\tlog(s.addr)\n\treturn listen(s.addr)\n")},
+    )
+    (repo.path / "geometry").mkdir()
+    repo.git("mv", "geo/point.rs", "geometry/point.rs")
+    repo.commit("move rust module")
+    repo.commit(
+        "rust: faster norm",
+        {"geometry/point.rs": RS_V1.replace("(self.x * self.x + self.y * self.y).sqrt()", "self.x.hypot(self.y)")},
+    )
+    js2 = "// utilities\n" + JS_V1.replace("continue;", "if (i + 1 === times) throw e;")
+    repo.commit("js: rethrow last", {"web/client.js": js2})
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+
+
+def test_bad_positions(repo: GitRepo) -> None:
+    repo.commit("v1", {"pkg/io.py": PY_V1, "README.md": "# hi\n", "min.js": "var a=" + "1+" * 6000 + "1;\n"})
+    index_repository(repo.path)
+    engine = Engine(repo.path, models=NO_MODELS)
+    outside = symbol_history(engine, "pkg/io.py:1")
+    assert outside["symbol"] is None and "no enclosing symbol" in outside["message"]
+    assert symbol_history(engine, "README.md:1")["symbol"] is None
+    assert symbol_history(engine, "min.js:1")["symbol"] is None  # minified: not parsed, still an answer
+    with pytest.raises(HistoryError, match="not in HEAD"):
+        symbol_history(engine, "pkg/nope.py:1")
+    with pytest.raises(HistoryError, match="past the end"):
+        symbol_history(engine, "pkg/io.py:500")
+    with pytest.raises(HistoryError, match="PATH:LINE"):
+        symbol_history(engine, "pkg/io.py:x")
+
+
+def test_syntax_errors_and_non_utf8_in_history(repo: GitRepo) -> None:
+    repo.commit("v1", {"m.py": "def ok():\n    return 1\n"})
+    repo.commit("broken", {"m.py": "def ok():\n    return (1\n\ndef other(:\n    pass\n"})
+    repo.commit("latin1", {"m.py": b"def ok():\n    return '\xe9'\n"})
+    index_repository(repo.path)
+    engine = Engine(repo.path, models=NO_MODELS)
+    hist = symbol_history(engine, "m.py:2")
+    assert hist["symbol"]["name"] == "ok"
+    assert [c["commit"]["subject"] for c in hist["commits"]] == ["latin1", "broken", "v1"]
+
+
+def test_prior_art_puts_exact_first_and_dedupes(repo: GitRepo) -> None:
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.commit("edit load", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    repo.commit(
+        "read config files",
+        {"pkg/config.py": "def load_config(path):\n    with open(path) as fh:\n        return fh.read()\n"},
+    )
+    index_repository(repo.path)
+    engine = Engine(repo.path, models=NO_MODELS)
+    result = prior_art(engine, "pkg/io.py:5", SearchOptions(rerank=False, k=5))
+    assert result["symbol"]["name"] == "load"
+    assert [e["commit"]["subject"] for e in result["exact"]] == ["edit load", "v1"]
+    inferred = [r["commit"]["subject"] for r in result["results"]]
+    assert "read config files" in inferred
+    assert not set(inferred) & {"edit load", "v1"}
+
+
+def test_history_cli_json(repo: GitRepo) -> None:
+    import json
+    import sys
+
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.commit("edit save", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
+    subprocess.run(
+        [sys.executable, "-m", "backstory", "index", str(repo.path), "--no-dense"], check=True, capture_output=True
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "backstory", "history", "pkg/io.py:10", "--json", "-C", str(repo.path)],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    data = json.loads(out)
+    assert data["symbol"] == {"name": "save", "kind": "function", "path": "pkg/io.py", "start": 9, "end": 11}
+    assert [c["commit"]["subject"] for c in data["commits"]] == ["edit save", "v1"]
+    assert all(c["provenance"] == "EXACT" for c in data["commits"])
+    assert data["commits"][0]["hunks"][0]["symbols"][0]["name"] == "save"
+    assert Path(repo.path).exists()
