@@ -82,7 +82,8 @@ def test_python_history_matches_git_log_l(repo: GitRepo) -> None:
     repo.commit("flush on save", {"pkg/files.py": v})
     v2 = v.replace(
         "    def get(self, key):\n        return self.items[key]\n",
-        "    def get(self, key):\n        if key in self.items:\n            return self.items[key]\n        return None\n",
+        "    def get(self, key):\n        if key in self.items:\n"
+        "            return self.items[key]\n        return None\n",
     )
     repo.commit("re-indent get", {"pkg/files.py": v2})
     v3 = v2 + "\n\ndef extra():\n    return 1\n"
