@@ -7,6 +7,7 @@ each made durable (vectors saved, then the catalogue marks them), and can be can
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from .store import RebuildNeeded, Store
 
 Progress = Callable[[str, int, int], None]
 BATCH = 64
-SAVE_EVERY_SECONDS = 20.0
+SAVE_EVERY_SECONDS = float(os.environ.get("BACKSTORY_DENSE_SAVE_SECONDS", "20"))  # durability vs save cost
 
 
 def dense_stamp(embedder: Any) -> dict[str, Any]:

@@ -1,0 +1,177 @@
+"""Dense lane, rerank and the model failure modes, with the real bundled ONNX model and real usearch index."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backstory.history.repo import open_repo
+from backstory.index import vectors
+from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.index.dense_build import embed_pending
+from backstory.index.store import RebuildNeeded
+from backstory.index.text_index import Filters
+from backstory.models import Embedder, resolve_model
+from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from gitrepo import GitRepo, fast_history
+from onnx_fixtures import write_cross_encoder
+
+pytestmark = pytest.mark.timeout(300)
+
+PARAPHRASE_DIFF = """import time
+
+
+def poll(job):
+    wait = 1
+    while not job.done():
+        time.sleep(wait)
+        wait = min(wait * 2, 60)
+    return job.result()
+"""
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(resolve_model(None, cache_dir=tmp_path_factory.mktemp("models")))
+
+
+@pytest.fixture
+def dense_repo(tmp_path: Path, embedder: Embedder) -> tuple[Path, dict[str, str]]:
+    repo = GitRepo(tmp_path / "dense")
+    shas = {
+        "a": repo.commit("Initial", {"README.md": "# service\n"}),
+        "b": repo.commit("Poll jobs", {"jobs/poll.py": PARAPHRASE_DIFF}),
+        "c": repo.commit("Date helpers", {"util/dates.py": "def iso(d):\n    return d.strftime('%Y-%m-%d')\n"}),
+        "d": repo.commit(
+            "CSV export",
+            {"export/csv.py": "import csv\n\ndef write_rows(fh, rows):\n    csv.writer(fh).writerows(rows)\n"},
+        ),
+    }
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    store = store_for(open_repo(repo.path))
+    with store.write_lock():
+        embed_pending(store, embedder)
+    return repo.path, shas
+
+
+def _engine(path: Path, embedder: Embedder, **kw) -> Engine:
+    engine = Engine(path, models=ModelConfig(**kw))
+    engine.dense._embedder = embedder  # share the session-scoped model instead of loading it per test
+    return engine
+
+
+def test_dense_lane_finds_paraphrase(dense_repo, embedder) -> None:
+    path, shas = dense_repo
+    engine = _engine(path, embedder, reranker="none")
+    result = engine.search("back off exponentially between retries", SearchOptions(lanes=("dense",), rerank=False))
+    assert result["results"][0]["commit"]["sha"] == shas["b"]
+    assert result["results"][0]["why"]["lanes"] == {"dense": 1}
+    status = engine.status()
+    assert status["index"]["dense_coverage"] == 1.0
+    assert status["dense"]["model_id"] == embedder.model_id and status["dense"]["dim"] == 384
+
+
+def test_dense_respects_filters(dense_repo, embedder) -> None:
+    path, shas = dense_repo
+    engine = _engine(path, embedder, reranker="none")
+    opts = SearchOptions(lanes=("dense",), rerank=False, filters=Filters(path_glob="util/*"))
+    result = engine.search("back off exponentially between retries", opts)
+    assert [r["commit"]["sha"] for r in result["results"]] == [shas["c"]]
+
+
+def test_rerank_reported_in_why(dense_repo, embedder) -> None:
+    path, shas = dense_repo
+    engine = _engine(path, embedder, reranker="maxsim")
+    result = engine.search("wait longer each time until the job is done", SearchOptions())
+    assert result["_meta"]["rerank"] == "maxsim"
+    top = result["results"][0]
+    assert top["commit"]["sha"] == shas["b"]
+    assert isinstance(top["why"]["rerank"], float) and top["why"]["recency"] >= 1.0
+    plain = engine.search("wait longer each time until the job is done", SearchOptions(rerank=False))
+    assert plain["_meta"]["rerank"] is None and plain["results"][0]["why"]["rerank"] is None
+
+
+def test_cross_encoder_reranker_from_directory(dense_repo, embedder, tmp_path) -> None:
+    path, _ = dense_repo
+    ce = write_cross_encoder(tmp_path / "ce")
+    engine = _engine(path, embedder, reranker="cross-encoder", cross_encoder_dir=str(ce))
+    result = engine.search("poll the job", SearchOptions())
+    assert result["_meta"]["rerank"] == "cross-encoder"
+    assert all(isinstance(r["why"]["rerank"], float) for r in result["results"])
+
+
+def test_missing_model_keeps_keyword_lanes(dense_repo, tmp_path) -> None:
+    path, shas = dense_repo
+    engine = Engine(path, models=ModelConfig(model_path=str(tmp_path / "no-model"), reranker="maxsim"))
+    result = engine.search("poll job result", SearchOptions())
+    assert result["results"][0]["commit"]["sha"] == shas["b"]
+    assert "dense" not in result["_meta"]["lanes"]
+    assert any("model unavailable" in w for w in result["_meta"]["warnings"])
+    assert any("reranker unavailable" in w for w in result["_meta"]["warnings"])
+
+
+def test_model_mismatch_is_a_rebuild_verdict(dense_repo, embedder) -> None:
+    path, _ = dense_repo
+    store = store_for(open_repo(path))
+    manifest = store.read_manifest()
+    manifest["dense"]["model_id"] = "some-other-model"
+    store.write_manifest(manifest)
+    engine = _engine(path, embedder, reranker="none")
+    result = engine.search("poll job", SearchOptions(rerank=False))
+    assert "dense" not in result["_meta"]["lanes"]
+    assert any("--rebuild" in w for w in result["_meta"]["warnings"])
+    with store.write_lock(), pytest.raises(RebuildNeeded, match="some-other-model"):
+        embed_pending(store, embedder)
+
+
+def test_cli_index_reports_missing_model(tmp_path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("one", {"a.py": "x = 1\n"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "backstory", "index", str(repo.path), "--model", str(tmp_path / "missing")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "dense phase skipped" in proc.stderr
+    status = json.loads(subprocess.run(
+        [sys.executable, "-m", "backstory", "status", "--json", "-C", str(repo.path)], capture_output=True, text=True
+    ).stdout)  # fmt: skip
+    assert status["index"]["indexed_commits"] == 1 and status["index"]["dense_coverage"] == 0.0
+
+
+def test_dense_phase_survives_kill_9(tmp_path, embedder) -> None:
+    path = tmp_path / "big"
+    fast_history(path, 400, files=400)
+    index_repository(path)
+    store = store_for(open_repo(path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backstory", "index", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 200
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        with sqlite3.connect(store.db_path, timeout=5) as db:
+            done = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
+        if done >= 64:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and 64 <= done < 400
+    index = vectors.load(store.vectors_path, embedder.dim)
+    assert len(index) >= done  # every vector the catalogue claims is on disk
+    with store.write_lock():
+        embed_pending(store, embedder)
+    index = vectors.load(store.vectors_path, embedder.dim)
+    db = sqlite3.connect(store.db_path)
+    assert db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0] == 400
+    assert len(index) == 400
