@@ -281,6 +281,9 @@ async function main() {
   const settings = {
         "backstory.server.path": BACKSTORY_EXE,
         "backstory.test.resultsFile": resultsFile,
+        "backstory.results.count": 8,
+        "backstory.rerank": true,
+        "backstory.hover.enabled": true,
         "backstory.trace.server": "messages",
         "workbench.startupEditor": "none",
         "workbench.tips.enabled": false,
@@ -574,6 +577,9 @@ async function main() {
       const st = await waitFor("status command (self-test 'statusCommand')", () => events().slice(before).find((e) => e.event === "statusCommand" || e.event === "error"), 30_000).catch((e) => ({ error: e.message }));
       check("status bar shows Backstory and its click runs backstory.status", /Backstory/.test(label) && st.event === "statusCommand" && /6 commits indexed/.test(st.summary), `${label.trim()} → ${st.summary ?? st.message ?? st.error}`);
     }
+
+    const toasts = (await page.locator(".notification-toast").allInnerTexts().catch(() => [])).join(" | ");
+    check("the server accepted the client's options (no invalid-option message)", !/option .* is invalid/i.test(toasts), toasts.slice(0, 200));
 
     // --- a settings change restarts the server; a bad server path gives a clear error with a fix ---------
     {
