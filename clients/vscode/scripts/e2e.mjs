@@ -578,6 +578,17 @@ async function main() {
       check("status bar shows Backstory and its click runs backstory.status", /Backstory/.test(label) && st.event === "statusCommand" && /6 commits indexed/.test(st.summary), `${label.trim()} → ${st.summary ?? st.message ?? st.error}`);
     }
 
+    // --- Backstory: Reindex ---------------------------------------------------------------------------------
+    {
+      const before = events().length;
+      await palette(">Backstory: Reindex", false);
+      await page.locator(".quick-input-widget .monaco-list-row", { hasText: "Backstory: Reindex" }).first().waitFor({ timeout: 15_000 });
+      await page.keyboard.press("Enter");
+      const r = await waitFor("reindex (self-test 'reindex')", () => events().slice(before).find((e) => e.event === "reindex" || e.event === "error"), 30_000).catch((e) => ({ error: e.message }));
+      const readyAgain = await waitFor("status ready after reindex", () => events().slice(before).find((e) => e.event === "status" && e.status?.state === "ready"), 120_000).catch(() => undefined);
+      check("Reindex starts indexing and the status returns to ready", r.event === "reindex" && r.result?.started === true && readyAgain, r.message ?? r.error);
+    }
+
     const toasts = (await page.locator(".notification-toast").allInnerTexts().catch(() => [])).join(" | ");
     check("the server accepted the client's options (no invalid-option message)", !/option .* is invalid/i.test(toasts), toasts.slice(0, 200));
 

@@ -220,8 +220,10 @@ export function registerCommands(s: Services): vscode.Disposable[] {
   const reindex = async () => {
     try {
       const uri = activeUri();
-      await client.request(ServerCommands.reindex, uri ? { uri } : {});
-      void vscode.window.showInformationMessage("Backstory: reindexing started.");
+      const r = await client.request<{ started?: boolean; message?: string | null }>(ServerCommands.reindex, uri ? { uri } : {});
+      const message = r?.started === false ? `Backstory: ${r.message ?? "reindexing did not start"}.` : "Backstory: reindexing started.";
+      selfTest.write("reindex", { result: r, message });
+      void vscode.window.showInformationMessage(message);
     } catch (e) {
       await fail("reindex", e);
     }
