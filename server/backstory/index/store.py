@@ -16,13 +16,14 @@ import json
 import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
@@ -216,5 +217,6 @@ def new_manifest(options: dict[str, Any]) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
         "created_at": now_iso(),
+        "generation": uuid.uuid4().hex,  # changes on every rebuild, so long-lived readers know to reopen
         "options": options,
     }

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from ..history.repo import HistoryError
-from ..index.build import BuildOptions, index_repository
-from ..index.store import StoreError
+from ..index.build import BuildOptions, IndexReport, index_repository
+from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
 
 if TYPE_CHECKING:
@@ -81,16 +81,19 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     head = state.head()
     try:
         options = BuildOptions(excludes=tuple(ls.options.exclude))
-        report = await asyncio.to_thread(
-            index_repository,
-            state.root,
-            options=options,
-            index_dir=ls.options.indexDir,
-            rebuild=rebuild,
-            progress=progress,
-            cancel=state.cancel,
-            wait=30.0,
-        )
+
+        def build(rebuild: bool) -> IndexReport:
+            return index_repository(
+                state.root, options=options, index_dir=ls.options.indexDir, rebuild=rebuild, progress=progress,
+                cancel=state.cancel, wait=30.0,
+            )  # fmt: skip
+
+        try:
+            report = await asyncio.to_thread(build, rebuild)
+        except RebuildNeeded as e:
+            # the server owns its index: an outdated one is rebuilt rather than left unusable
+            ls.report_once(f"Backstory: rebuilding the index ({e})", types.MessageType.Info)
+            report = await asyncio.to_thread(build, True)
         state.hover_cache.clear()
         if ls.options.dense and not report.cancelled and not state.cancel.is_set():
             await asyncio.to_thread(_dense_phase, state, progress)

@@ -72,6 +72,11 @@ class DenseLane:
                     self._reranker_error = f"reranker unavailable: {e}"
             return self._reranker
 
+    def reset(self) -> None:
+        """Forget the open vector index (after a rebuild); models stay loaded."""
+        self._index = None
+        self._index_mtime = None
+
     # -- vectors ----------------------------------------------------------------------------------------------
 
     def stamp(self) -> dict[str, Any] | None:

@@ -63,6 +63,7 @@ class Engine:
         self.store = store_for(self.repo, index_dir)
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
+        self._generation: str | None = None
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
 
@@ -86,8 +87,21 @@ class Engine:
     def manifest(self) -> dict[str, Any]:
         return self.store.read_manifest()
 
+    def _follow_rebuilds(self) -> None:
+        """Reopen everything when the index was rebuilt (by us or another process) since we opened it."""
+        try:
+            generation = self.store.read_manifest().get("generation")
+        except StoreError:
+            generation = None
+        if generation != self._generation:
+            self.store.close()
+            self._index = None
+            self.dense.reset()
+            self._generation = generation
+
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
         """Index freshness for ``_meta``, the reachable indexed set (None = all), and a hint when stale."""
+        self._follow_rebuilds()
         try:
             head = head_sha(self.repo)
         except EmptyRepository:
