@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -33,7 +35,16 @@ def workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose indexer was killed (-9) must not linger: poll for the parent and leave with it."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, parent: int) -> None:
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     _worker["repo"] = open_repo(path)
     gitattributes, backstoryignore, excludes, max_bytes = policy_args
     _worker["policy"] = PathPolicy(gitattributes, backstoryignore, excludes, max_bytes)
@@ -57,7 +68,9 @@ def read_all(
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
     chunks = [list(todo[i : i + CHUNK]) for i in range(0, len(todo), CHUNK)]
-    with ProcessPoolExecutor(n, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols)) as pool:
+    with ProcessPoolExecutor(
+        n, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols, os.getpid())
+    ) as pool:
         pending: list[Future[list[CommitDiff | CommitInfo]]] = []
         ahead = n * 3
         it = iter(chunks)
