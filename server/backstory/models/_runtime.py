@@ -114,10 +114,11 @@ class GraphInputs:
         return feeds, mask
 
 
-#: Padded tokens per forward pass. Activation memory grows with batch × length (× length for attention):
-#: 16 × 256 tokens peaks at 0.6-1 GB RSS on all-MiniLM-L6-v2, 8 × 256 at ~0.4 GB, for the same throughput
-#: (long texts keep two cores busy on their own). Short texts still batch up to ``batch_size``.
-MAX_BATCH_TOKENS = 2048
+#: Padded tokens per forward pass. Activation memory grows with batch × length (attention with length²):
+#: on all-MiniLM-L6-v2 (shipped graph, 2 threads, no arena) budgets of 4096/2048/1024/256 tokens peaked at
+#: 960/640/500/290 MB RSS on ~200-token texts at the same throughput (a 200-token text keeps two cores busy
+#: on its own). Short texts (queries, messages) still batch up to ``batch_size``, where batching does pay.
+MAX_BATCH_TOKENS = 1024
 
 
 def batches(
