@@ -49,7 +49,7 @@ def test_index_then_query_finds_retry_commit(sample) -> None:
 
 
 def test_second_run_indexes_only_new_commits(sample) -> None:
-    path, shas = sample
+    path, _ = sample
     index_repository(path)
     docs = _doc_count(path)
     assert index_repository(path).new_commits == 0

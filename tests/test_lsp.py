@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from gitrepo import GitRepo, build_sample
@@ -154,12 +155,14 @@ async def test_end_to_end(lsp_client: LanguageClient) -> None:
         await asyncio.sleep(0.2)
 
     # malformed params: InvalidParams, and the server keeps serving
-    with pytest.raises(Exception) as info:
+    with pytest.raises(JsonRpcInvalidParams) as info:
         await _cmd(lsp_client, "backstory.findPriorArt", {"uri": uri, "position": {"line": "x"}})
     assert "line" in str(info.value)
-    with pytest.raises(Exception):
+    with pytest.raises(JsonRpcInvalidParams, match="one object argument"):
         await lsp_client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="backstory.search", arguments=[1, 2])
         )
+    with pytest.raises(JsonRpcInvalidParams, match="query"):
+        await _cmd(lsp_client, "backstory.search", {"query": 42})
     again = await _cmd(lsp_client, "backstory.search", {"query": "date formatting"})
     assert again["results"]

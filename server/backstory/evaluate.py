@@ -46,6 +46,49 @@ def sample(repo_path: Path, engine: Engine, n: int, seed: int) -> list[tuple[str
     return pairs[:n]
 
 
+def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str, Any]:
+    """Dense-only ranking quality and embedding cost of per-(commit, file) units vs per-hunk units.
+
+    Both recipes use the same text builder (path, symbols, changed lines; no subject: the index is
+    message-blind); per-hunk vectors are computed here and searched exactly with numpy.
+    """
+    import json as _json
+
+    import numpy as np
+
+    from .search.passages import file_passage
+
+    emb = engine.dense.embedder()
+    db = engine.store.db
+    rows = db.execute("SELECT uid, sha, path, excerpt, symbols FROM hunks ORDER BY uid").fetchall()
+    texts = [file_passage(r["path"], [s[0] for s in _json.loads(r["symbols"])], None, [r["excerpt"]]) for r in rows]
+    t = time.perf_counter()
+    mat = emb.embed(texts)
+    hunk_s = time.perf_counter() - t
+    files = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
+    sha_of = [r["sha"] for r in rows]
+    hunk_ranks: list[int | None] = []
+    file_ranks: list[int | None] = []
+    opts = SearchOptions(k=10, lanes=("dense",), rerank=False, recency_weight=0.0)
+    for subject, sha in queries:
+        sims = mat @ emb.embed_query(subject)
+        order = np.argsort(-sims, kind="stable")
+        seen: list[str] = []
+        for i in order:
+            if sha_of[i] not in seen:
+                seen.append(sha_of[i])
+            if len(seen) == 10:
+                break
+        hunk_ranks.append(seen.index(sha) + 1 if sha in seen else None)
+        shas = [r["commit"]["sha"] for r in engine.search(subject, opts)["results"]]
+        file_ranks.append(shas.index(sha) + 1 if sha in shas else None)
+    return {
+        "per_file": {**metrics(file_ranks), "units": files},
+        "per_hunk": {**metrics(hunk_ranks), "units": len(rows), "embed_s": round(hunk_s, 1),
+                     "units_per_s": round(len(rows) / hunk_s, 1)},
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m backstory.evaluate")
     ap.add_argument("repo")
@@ -54,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index-dir", help="reuse/keep the evaluation index here (built with --no-messages)")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--rerank-top", type=int, default=30)
+    ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     repo_path = Path(args.repo).resolve()
@@ -68,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         with engine.store.write_lock():
             embed_pending(engine.store, emb)
     build_s = time.perf_counter() - t
+    files = engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
     queries = sample(repo_path, engine, args.queries, args.seed)
-    report: dict[str, Any] = {"repo": str(repo_path), "queries": len(queries), "build_s": round(build_s, 1)}
+    report: dict[str, Any] = {
+        "repo": str(repo_path), "queries": len(queries), "build_s": round(build_s, 1), "file_units": files,
+    }  # fmt: skip
     for name in args.configs.split(","):
         cfg = CONFIGS[name]
         opts = SearchOptions(k=10, lanes=cfg["lanes"], rerank=cfg["rerank"], rerank_top=args.rerank_top)
@@ -81,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             ranks.append(shas.index(sha) + 1 if sha in shas else None)
         report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(queries), 1)}
         print(name, report[name], file=sys.stderr)
+    if args.unit_experiment:
+        report["units"] = unit_experiment(engine, queries)
+        print("units", report["units"], file=sys.stderr)
     if "bm25" in report and "fused+rerank" in report and report["bm25"]["MRR@10"]:
         report["gain_fused_rerank_vs_bm25"] = round(report["fused+rerank"]["MRR@10"] / report["bm25"]["MRR@10"], 3)
     text = json.dumps(report, indent=2)
