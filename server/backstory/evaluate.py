@@ -17,14 +17,16 @@ from typing import Any
 
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
-from .search.engine import TEXT_LANES, Engine, ModelConfig, SearchOptions
+from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
 
+NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
 CONFIGS: dict[str, dict[str, Any]] = {
-    "bm25": {"lanes": TEXT_LANES, "rerank": False},
-    "diff-only": {"lanes": ("diff",), "rerank": False},
+    "bm25": {"weights": NO_DENSE, "rerank": False},  # the default keyword lanes, as shipped
+    "bm25-equal-lanes": {"lanes": TEXT_LANES, "rerank": False},  # every keyword lane at weight 1
     "dense": {"lanes": ("dense",), "rerank": False},
-    "fused": {"lanes": None, "rerank": False},
-    "fused+rerank": {"lanes": None, "rerank": True},
+    "fused": {"rerank": False},
+    "fused+rerank": {"rerank": True},
+    "fused+rerank-blend": {"rerank": True, "rerank_blend": 1.0},
 }
 
 
@@ -119,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     for name in args.configs.split(","):
         cfg = CONFIGS[name]
-        opts = SearchOptions(k=10, lanes=cfg["lanes"], rerank=cfg["rerank"], rerank_top=args.rerank_top)
+        opts = SearchOptions(
+            k=10, lanes=cfg.get("lanes"), rerank=cfg["rerank"], rerank_top=args.rerank_top,
+            weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", 0.0),
+        )  # fmt: skip
         ranks: list[int | None] = []
         t = time.perf_counter()
         for subject, sha in queries:

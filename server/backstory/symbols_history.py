@@ -98,8 +98,8 @@ def exact_commits(engine: Engine, name: str, kind: str, path: str, limit: int = 
 
     The kind matters: a Rust ``struct Point`` and its ``impl Point`` share a name but not a history.
     """
+    _info, allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
     db = engine.store.db
-    _info, allowed, _hint = engine.freshness()
     rows = db.execute(
         "SELECT sc.sha, sc.path, sc.uid, c.commit_time FROM symbol_changes sc JOIN commits c ON c.sha = sc.sha"
         " WHERE sc.name = ? AND sc.kind = ? AND c.state = 'indexed'",

@@ -16,6 +16,12 @@ import tantivy
 from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
 
 LANE_FIELDS = {"diff": "diff", "message": "message", "path": "path", "symbol": "symbol"}
+# extra fields searched inside a lane at a lower boost: sibling definitions describe the file, not the change
+LANE_EXTRAS: dict[str, tuple[tuple[str, float], ...]] = {
+    "symbol": (("siblings", 0.25),),
+    # touched symbols and paths also inform the diff lane's BM25, at low boosts (measured: see benchmarks.md)
+    "diff": (("symbol", 0.3), ("path", 0.2)),
+}
 LANE_TOP = 100
 
 
@@ -23,7 +29,7 @@ def build_schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_unsigned_field("uid", stored=True, indexed=True, fast=True)
     sb.add_text_field("sha", stored=False, tokenizer_name="raw")
-    for field in LANE_FIELDS.values():
+    for field in (*LANE_FIELDS.values(), "siblings"):
         sb.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("path_raw", stored=False, tokenizer_name="raw")
     sb.add_text_field("language", stored=False, tokenizer_name="raw")
@@ -52,6 +58,7 @@ class HunkDoc:
     message: str
     path: str
     symbol: str
+    siblings: str
     paths: Sequence[str]
     language: str
     author: str
@@ -67,6 +74,7 @@ def add_docs(writer: tantivy.IndexWriter, docs: Sequence[HunkDoc]) -> None:
         doc.add_text("message", code_text(d.message))
         doc.add_text("path", code_text(d.path.replace("/", " ")))
         doc.add_text("symbol", code_text(d.symbol))
+        doc.add_text("siblings", code_text(d.siblings))
         for p in d.paths:
             doc.add_text("path_raw", p)
         doc.add_text("language", d.language)
@@ -138,12 +146,17 @@ def filter_query(schema: tantivy.Schema, f: Filters) -> tantivy.Query | None:
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in parts])
 
 
-def lane_query(schema: tantivy.Schema, field: str, terms: Sequence[str]) -> tantivy.Query | None:
+def lane_query(schema: tantivy.Schema, lane: str, terms: Sequence[str]) -> tantivy.Query | None:
     if not terms:
         return None
-    return tantivy.Query.boolean_query(
-        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, field, t)) for t in terms]
-    )
+    field = LANE_FIELDS[lane]
+    clauses = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, field, t)) for t in terms]
+    for name, boost in LANE_EXTRAS.get(lane, ()):
+        clauses += [
+            (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(schema, name, t), boost))
+            for t in terms
+        ]
+    return tantivy.Query.boolean_query(clauses)
 
 
 def search_lane(
@@ -156,7 +169,7 @@ def search_lane(
 ) -> list[tuple[int, float]]:
     """Top ``limit`` (uid, bm25) of one lane; ties broken by uid so rankings are deterministic."""
     terms = query_terms(text)
-    q = lane_query(index.schema, LANE_FIELDS[lane], terms)
+    q = lane_query(index.schema, lane, terms)
     if q is None:
         return []
     if filters is not None:

@@ -23,10 +23,14 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
-from .fusion import RRF_K, FusedCommit, fuse
+from .fusion import RRF_K, FusedCommit, fuse, rrf
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
+# Lane weights in RRF, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes
+# alone rank poorly for natural-language queries and, fused at any weight, pushed good diff-lane hits down,
+# so by default they only inform the diff lane (as boosted fields) and stay available as explicit lanes.
+DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.5, "symbol": 0.0, "path": 0.0}
 Cancelled = Callable[[], bool]
 
 
@@ -42,8 +46,14 @@ class SearchOptions:
     rerank_top: int = 30
     recency_weight: float = DEFAULT_WEIGHT
     hunks_per_commit: int = 3
-    lanes: tuple[str, ...] | None = None  # None = every available lane
-    weights: dict[str, float] | None = None
+    lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    rerank_blend: float = 0.0  # 0: rerank order replaces fused order; w > 0: RRF of rerank rank and w x fused rank
+
+    def wants(self, lane: str) -> bool:
+        if self.lanes is not None:
+            return lane in self.lanes
+        return self.weights.get(lane, 1.0) > 0
 
 
 @dataclass
@@ -52,6 +62,14 @@ class ModelConfig:
     reranker: str = "maxsim"  # maxsim | cross-encoder | none
     cross_encoder_dir: str | None = None
     dense: bool = True
+
+
+def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
+    """Final pre-recency scores: the rerank score itself, or an RRF of rerank rank and weighted fused rank."""
+    if weight <= 0:
+        return dict(rerank)
+    by_rerank = sorted(rerank, key=lambda s: (-rerank[s], s))
+    return rrf({"rerank": by_rerank, "fused": [c.sha for c in top]}, weights={"rerank": 1.0, "fused": weight})
 
 
 class Engine:
@@ -171,14 +189,13 @@ class Engine:
         index = self._text_index()
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
-        wanted = opts.lanes or (*TEXT_LANES, "dense")
         no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
         rankings: dict[str, list[int]] = {}
         for lane in TEXT_LANES:
-            if lane not in wanted or (lane == "message" and no_messages):
+            if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue
             rankings[lane] = [uid for uid, _ in search_lane(index, searcher, lane, query, fq)]
-        if "dense" in wanted and self.models.dense:
+        if opts.wants("dense") and self.models.dense:
             dense, warning = self.dense.rank(query, searcher if fq is not None else None, fq)
             if warning:
                 meta["warnings"].append(warning)
@@ -198,7 +215,7 @@ class Engine:
             sha_of,
             tie_key=lambda u: (rows[u]["path"], rows[u]["idx"]),
             k=RRF_K,
-            weights=opts.weights,
+            weights={lane: opts.weights.get(lane, 1.0) or 1.0 for lane in rankings} if opts.lanes else opts.weights,
             hunks_per_commit=opts.hunks_per_commit,
         )
         return fused, list(rankings)
@@ -216,7 +233,7 @@ class Engine:
             if warning:
                 meta["warnings"].append(warning)
             if rerank_scores:
-                scores = dict(rerank_scores)
+                scores = blend(top, rerank_scores, opts.rerank_blend)
         now = time.time()
         final: list[tuple[float, str, float]] = []
         for c in top:
