@@ -4,8 +4,6 @@ Lua scripts in tests/nvim/ run in a headless Neovim (>= 0.11, from the binwheels
 write JSON results to stdout:
 
 * unit.lua / plugin.lua: pure helpers, config validation, wiring; no language server.
-* e2e.lua against tests/nvim/fake_server.py: the whole client flow against a stand-in server that
-  speaks docs/protocol.md (and logs what the client sent).
 * e2e.lua against the real `backstory serve`, on a temporary git repository built with the git CLI.
 """
 
@@ -324,73 +322,6 @@ def check(data: dict, proc: subprocess.CompletedProcess, name: str) -> None:
         pytest.fail(f"{name!r} did not run: {first}\n--- extra ---\n{extra}")
     r = results[name]
     assert r["ok"], f"{r['err']}\n--- extra ---\n{json.dumps(data.get('extra'), indent=1)[:6000]}"
-
-
-# --- end to end against the stand-in server -----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fake_run(repo, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fake")
-    log = tmp / "requests.jsonl"
-    data, proc = e2e(
-        repo,
-        tmp,
-        [sys.executable, str(LUA / "fake_server.py")],
-        options={"k": 7, "hover_max": 2, "quickfix": False},
-        extra_env={"FAKE_BACKSTORY_LOG": str(log)},
-    )
-    requests = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return data, proc, requests
-
-
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("name", E2E_TESTS)
-def test_fake_server_e2e(fake_run, name):
-    data, proc, _ = fake_run
-    check(data, proc, name)
-
-
-def commands_sent(requests: list[dict], command: str) -> list:
-    return [
-        r["params"]["arguments"]
-        for r in requests
-        if r["method"] == "workspace/executeCommand" and r["params"]["command"] == command
-    ]
-
-
-@pytest.mark.timeout(180)
-def test_fake_server_sees_protocol_shapes(fake_run, repo):
-    _, _, requests = fake_run
-    init = next(r for r in requests if r["method"] == "initialize")
-    assert init["params"]["initializationOptions"] == {"k": 7, "hover_max": 2}
-    uri = (repo / "src/http_client.py").as_uri()
-
-    prior = commands_sent(requests, "backstory.findPriorArt")
-    assert prior, "findPriorArt never sent"
-    for args in prior:
-        assert len(args) == 1, "each command takes ONE object argument"
-    positions = [a[0] for a in prior if "position" in a[0]]
-    ranges = [a[0] for a in prior if "range" in a[0]]
-    line0 = symbol_line(repo) - 1
-    assert positions[0] == {"uri": uri, "position": {"line": line0, "character": 4}, "k": 7}
-    assert ranges and ranges[0]["uri"] == uri
-    assert ranges[0]["range"]["start"] == {"line": line0, "character": 0}
-    assert ranges[0]["range"]["end"]["line"] == line0 + 4
-    # a characterwise selection of the symbol's name is sent as is (LSP end is exclusive)
-    assert ranges[1]["range"] == {
-        "start": {"line": line0, "character": 4},
-        "end": {"line": line0, "character": 4 + len(SYMBOL)},
-    }
-
-    hist = commands_sent(requests, "backstory.symbolHistory")
-    assert hist and hist[0][0] == {"uri": uri, "position": {"line": line0, "character": 4}}
-    search = commands_sent(requests, "backstory.search")
-    assert search and search[0][0] == {"query": SEARCH, "k": 7, "uri": uri}
-    show = commands_sent(requests, "backstory.showCommit")
-    assert show and all(set(a[0]) <= {"sha", "path", "uri"} for a in show)
-    assert commands_sent(requests, "backstory.status")
-    assert commands_sent(requests, "backstory.reindex") == [[{"uri": uri}]]
 
 
 # --- end to end against the real server ---------------------------------------------------------

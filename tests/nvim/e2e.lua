@@ -1,4 +1,4 @@
--- End-to-end: the plugin against a language server (the real `backstory serve`, or the fake one).
+-- End-to-end: the plugin against the real `backstory serve`.
 -- Environment:
 --   BACKSTORY_CMD        JSON list, the server command
 --   BACKSTORY_FILE       absolute path of the Python file to open
