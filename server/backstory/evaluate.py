@@ -91,6 +91,46 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
     }  # fmt: skip
 
 
+def history_vs_git(engine: Engine, repo_path: Path, n: int, seed: int) -> dict[str, Any]:
+    """Precision and recall of ``backstory history`` against ``git log -L <start>,<end>:<path>`` (the oracle)
+    over ``n`` definitions sampled from HEAD (git is only used here, never at run time)."""
+    import subprocess
+
+    from .bench import history_positions
+    from .symbols_history import symbol_history
+
+    tp = ours_n = oracle_n = exact_match = 0
+    checked = 0
+    misses: list[str] = []
+    for pos in history_positions(engine, n, seed):
+        got = symbol_history(engine, pos)
+        sym = got["symbol"]
+        if sym is None:
+            continue
+        ours = [c["commit"]["sha"] for c in got["commits"]]
+        out = subprocess.run(
+            ["git", "-C", str(repo_path), "log", f"-L{sym['start']},{sym['end']}:{sym['path']}", "--format=%H", "-s"],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        oracle = [line for line in out.splitlines() if line.strip()]
+        checked += 1
+        tp += len(set(ours) & set(oracle))
+        ours_n += len(ours)
+        oracle_n += len(oracle)
+        exact_match += int(set(ours) == set(oracle))
+        if set(ours) != set(oracle) and len(misses) < 10:
+            misses.append(f"{pos} {sym['name']}: +{len(set(ours) - set(oracle))} -{len(set(oracle) - set(ours))}")
+    return {
+        "definitions": checked,
+        "precision": round(tp / ours_n, 4) if ours_n else None,
+        "recall": round(tp / oracle_n, 4) if oracle_n else None,
+        "identical_sets": exact_match,
+        "commits_ours": ours_n,
+        "commits_git": oracle_n,
+        "examples_of_differences": misses,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m backstory.evaluate")
     ap.add_argument("repo")
@@ -100,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--rerank-top", type=int, default=30)
     ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
+    ap.add_argument("--history", type=int, default=0, help="also compare N symbol histories with git log -L")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     repo_path = Path(args.repo).resolve()
@@ -119,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "repo": str(repo_path), "queries": len(queries), "build_s": round(build_s, 1), "file_units": files,
     }  # fmt: skip
-    for name in args.configs.split(","):
+    for name in [c for c in args.configs.split(",") if c]:
         cfg = CONFIGS[name]
         opts = SearchOptions(
             k=10, lanes=cfg.get("lanes"), rerank=cfg["rerank"], rerank_top=args.rerank_top,
@@ -133,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             ranks.append(shas.index(sha) + 1 if sha in shas else None)
         report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(queries), 1)}
         print(name, report[name], file=sys.stderr)
+    if args.history:
+        report["history_vs_git_log_L"] = history_vs_git(engine, repo_path, args.history, args.seed)
+        print("history", report["history_vs_git_log_L"], file=sys.stderr)
     if args.unit_experiment:
         report["units"] = unit_experiment(engine, queries)
         print("units", report["units"], file=sys.stderr)
