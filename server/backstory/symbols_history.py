@@ -15,7 +15,7 @@ from dulwich.objects import Blob, Commit, Tree
 
 from . import symbols
 from .history.repo import HistoryError, head_sha
-from .search import render
+from .search import linelog, render
 
 if TYPE_CHECKING:
     from .search.engine import Engine, SearchOptions
@@ -93,55 +93,65 @@ def _symbol_json(loc: Located) -> dict[str, Any] | None:
     return {"name": d.name, "kind": d.kind, "path": loc.path, "start": d.start_line, "end": d.end_line}
 
 
-def exact_commits(engine: Engine, name: str, kind: str, path: str, limit: int = EXACT_LIMIT) -> list[dict[str, Any]]:
-    """Commits that changed definition ``name`` (of ``kind``) in ``path``, following renames, newest first.
+def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = EXACT_LIMIT) -> list[dict[str, Any]]:
+    """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
+    every diff and rename the way ``git log -L start,end:path`` does; newest first.
 
-    The kind matters: a Rust ``struct Point`` and its ``impl Point`` share a name but not a history.
+    The range is carried from child to parent through the graph; a merge (not diffed, its changes are the side
+    branch's commits) passes it on unchanged to each parent.
     """
-    _info, allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
-    db = engine.store.db
-    rows = db.execute(
-        "SELECT sc.sha, sc.path, sc.uid, c.commit_time FROM symbol_changes sc JOIN commits c ON c.sha = sc.sha"
-        " WHERE sc.name = ? AND sc.kind = ? AND c.state = 'indexed'",
-        (name, kind),
-    ).fetchall()
-    if not rows:
+    info, _allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
+    head = info.get("head")
+    if not head:
         return []
-    by_commit: dict[str, list[tuple[str, int]]] = {}
-    times: dict[str, int] = {}
-    for sha, p, uid, t in rows:
-        if allowed is not None and sha not in allowed:
-            continue
-        by_commit.setdefault(sha, []).append((p, uid))
-        times[sha] = t
-    renames: dict[str, list[tuple[str, str]]] = {}
-    for sha, new, old, t in db.execute(
-        "SELECT f.sha, f.path, f.old_path, c.commit_time FROM files f JOIN commits c ON c.sha = f.sha"
-        " WHERE f.change = 'rename' AND c.state = 'indexed'"
-    ):
-        if allowed is None or sha in allowed:
-            renames.setdefault(sha, []).append((new, old))
-            times.setdefault(sha, t)
-    order = sorted(times, key=lambda s: (-times[s], s))
-    current = path
+    db = engine.store.db
+    parents, order = engine.topology(head)
+    file_rows: dict[str, dict[str, Any]] = {}
+
+    def changes_of(p: str) -> dict[str, Any]:
+        if p not in file_rows:
+            file_rows[p] = {
+                r["sha"]: r for r in db.execute("SELECT fid, sha, change, old_path FROM files WHERE path=?", (p,))
+            }
+        return file_rows[p]
+
+    ranges: dict[str, tuple[str, int, int]] = {head: (path, start, end)}
     picked: list[tuple[str, list[int]]] = []
     for sha in order:
-        uids = [uid for p, uid in by_commit.get(sha, []) if p == current]
-        if uids:
-            picked.append((sha, uids))
-        for new, old in renames.get(sha, []):
-            if new == current:
-                current = old
-                break
-        if len(picked) >= limit:
-            break
-    commits = render.commit_rows(db, [s for s, _ in picked])
-    hunks = render.hunk_rows(db, [u for _, us in picked for u in us])
+        current = ranges.pop(sha, None)
+        if current is None:
+            continue
+        p, s, e = current
+        ps = parents.get(sha, [])
+        row = changes_of(p).get(sha)
+        nxt: tuple[str, int, int] | None = (p, s, e)
+        if row is not None and len(ps) <= 1:
+            hunks = db.execute(
+                "SELECT uid, old_start, old_lines, new_start, new_lines, ops FROM hunks WHERE fid=? ORDER BY idx",
+                (row["fid"],),
+            ).fetchall()
+            shapes = [linelog.HunkShape(h[1], h[2], h[3], h[4], h[5]) for h in hunks]
+            hit = [h[0] for h, shape in zip(hunks, shapes, strict=True) if linelog.touches(s, e, [shape])]
+            if hit:
+                picked.append((sha, hit))
+            mapped = None if row["change"] == "add" else linelog.to_parent(s, e, shapes)
+            nxt = None if mapped is None else (row["old_path"], mapped[0], mapped[1])
+        if nxt is None:
+            continue
+        for parent in ps:
+            seen = ranges.get(parent)
+            if seen is None or seen[0] != nxt[0]:
+                ranges.setdefault(parent, nxt)
+            else:
+                ranges[parent] = (nxt[0], min(seen[1], nxt[1]), max(seen[2], nxt[2]))
+    picked = picked[:limit]
+    commits = render.commit_rows(db, [sha for sha, _ in picked])
+    hunk_rows = render.hunk_rows(db, [u for _, us in picked for u in us])
     return [
         {
             "provenance": "EXACT",
             "commit": render.commit_json(commits[sha]),
-            "hunks": [render.hunk_json(hunks[u]) for u in sorted(uids, key=lambda u: hunks[u]["idx"])],
+            "hunks": [render.hunk_json(hunk_rows[u]) for u in uids],
         }
         for sha, uids in picked
     ]
@@ -160,7 +170,7 @@ def symbol_history(engine: Engine, position: str, source: bytes | None = None) -
             "_meta": meta,
         }
     d = loc.definition
-    commits = exact_commits(engine, d.name, d.kind, loc.path) if engine.store.exists() else []
+    commits = exact_commits(engine, loc.path, d.start_line, d.end_line) if engine.store.exists() else []
     return {"symbol": _symbol_json(loc), "commits": commits, "message": None, "_meta": meta}
 
 
@@ -184,7 +194,7 @@ def prior_art(
     path, line = parse_position(position)
     loc = locate(engine, path, line, source)
     d = loc.definition
-    exact = exact_commits(engine, d.name, d.kind, loc.path) if d is not None and engine.store.exists() else []
+    exact = exact_commits(engine, loc.path, d.start_line, d.end_line) if d is not None and engine.store.exists() else []
     query = text if text is not None else symbol_query(loc)
     if not query.strip():
         lines = loc.source.split(b"\n")

@@ -60,7 +60,12 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
         changed_len = 0
         added: list[int] = []
         removed: list[int] = []
+        ops: list[str] = []
         for tag, ai1, ai2, bj1, bj2 in group:
+            if ai2 > ai1:
+                ops.append(f"{ai2 - ai1}{'=' if tag == 'equal' else '-'}")
+            if tag != "equal" and bj2 > bj1:
+                ops.append(f"{bj2 - bj1}+")
             if tag == "equal":
                 out.extend(" " + _decode(line) for line in a[ai1:ai2])
                 continue
@@ -92,6 +97,7 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
                 changed_text="\n".join(changed),
                 added_lines=added,
                 removed_lines=removed,
+                ops="".join(ops),
             )
         )
     return hunks

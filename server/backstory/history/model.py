@@ -53,6 +53,7 @@ class Hunk:
     added_lines: list[int] = field(default_factory=list)
     removed_lines: list[int] = field(default_factory=list)
     symbols: list[SymbolRef] = field(default_factory=list)
+    ops: str = ""  # run-length line operations ("3=2-1+3="): exact line mapping even when the excerpt is cut
 
 
 @dataclass(slots=True)

@@ -252,7 +252,7 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
                 hunk_rows.append(
                     (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
-                     h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json)
+                     h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json, h.ops)
                 )  # fmt: skip
                 for name, kind in dict.fromkeys((s.name, s.kind) for s in h.symbols):
                     sym_rows.append((name, kind, f.path, f.old_path, c.sha, uid))
@@ -270,7 +270,7 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
         )
         db.executemany(
             "INSERT INTO hunks(uid, fid, sha, idx, path, old_path, change, old_start, old_lines, new_start,"
-            " new_lines, language, excerpt, truncated, symbols) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " new_lines, language, excerpt, truncated, symbols, ops) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             hunk_rows,
         )
         db.executemany(

@@ -65,3 +65,25 @@ def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | N
             return None, 0
     g = reachable(store, repo, head)
     return g.reachable, len(g.ordered)
+
+
+def topo_order(head: str, parents: dict[str, list[str]]) -> list[str]:
+    """Commits reachable from ``head`` with every child before its parents (reverse DFS post-order)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, int]] = [(head, 0)]
+    while stack:
+        sha, i = stack.pop()
+        if i == 0:
+            if sha in seen:
+                continue
+            seen.add(sha)
+        ps = parents.get(sha, [])
+        if i < len(ps):
+            stack.append((sha, i + 1))
+            if ps[i] not in seen:
+                stack.append((ps[i], 0))
+        else:
+            order.append(sha)
+    order.reverse()
+    return order

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import __version__
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
@@ -48,8 +48,9 @@ CREATE TABLE IF NOT EXISTS hunks (
   uid INTEGER PRIMARY KEY, fid INTEGER NOT NULL, sha TEXT NOT NULL, idx INTEGER NOT NULL,
   path TEXT NOT NULL, old_path TEXT NOT NULL, change TEXT NOT NULL,
   old_start INTEGER NOT NULL, old_lines INTEGER NOT NULL, new_start INTEGER NOT NULL, new_lines INTEGER NOT NULL,
-  language TEXT, excerpt TEXT NOT NULL, truncated INTEGER NOT NULL, symbols TEXT NOT NULL
+  language TEXT, excerpt TEXT NOT NULL, truncated INTEGER NOT NULL, symbols TEXT NOT NULL, ops TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS files_path ON files(path);
 CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
 CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
 CREATE TABLE IF NOT EXISTS symbol_changes (

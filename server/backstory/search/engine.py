@@ -18,7 +18,7 @@ import tantivy
 
 from ..history.repo import EmptyRepository, head_sha, open_repo, worktree_root
 from ..index.build import store_for
-from ..index.graph import indexed_reachable
+from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
@@ -82,6 +82,7 @@ class Engine:
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._generation: str | None = None
+        self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
 
@@ -104,6 +105,20 @@ class Engine:
 
     def manifest(self) -> dict[str, Any]:
         return self.store.read_manifest()
+
+    def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
+        """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
+        key = (head, self.store.get_state("indexed_at"), self._generation)
+        if self._topology is None or self._topology[0] != key:
+            parents = {
+                sha: json.loads(p)
+                for sha, p in self.store.db.execute("SELECT sha, parents FROM commits WHERE state='indexed'")
+            }
+            if head not in parents:  # new commits since the last run: known through git, not the catalogue
+                for c in reachable(self.store, self.repo, head).ordered:
+                    parents[c.sha] = list(c.parents)
+            self._topology = (key, parents, topo_order(head, parents))
+        return self._topology[1], self._topology[2]
 
     def _follow_rebuilds(self) -> None:
         """Reopen everything when the index was rebuilt (by us or another process) since we opened it."""
