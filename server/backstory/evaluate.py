@@ -148,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     index_repository(repo_path, options=BuildOptions(no_messages=True), index_dir=index_dir)
     engine = Engine(repo_path, index_dir, ModelConfig(dense=True, reranker="maxsim"))
-    emb = engine.dense.embedder()
+    needs_dense = args.unit_experiment or any(
+        CONFIGS[c].get("lanes") is None or "dense" in CONFIGS[c]["lanes"] or CONFIGS[c].get("rerank")
+        for c in args.configs.split(",") if c
+    )  # fmt: skip
+    emb = engine.dense.embedder() if needs_dense else None
     if emb is not None:
         from .index.dense_build import embed_pending
 

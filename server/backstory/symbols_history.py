@@ -11,9 +11,11 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 
 from . import symbols
+from .history.diff import diff_hunks
 from .history.repo import HistoryError, head_sha
 from .search import linelog, render
 
@@ -115,17 +117,31 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
             }
         return file_rows[p]
 
-    ranges: dict[str, tuple[str, int, int]] = {head: (path, start, end)}
+    ranges: dict[str, dict[str, tuple[int, int]]] = {head: {path: (start, end)}}
     picked: list[tuple[str, list[int]]] = []
+
+    def carry(parent: str, p: str, span: tuple[int, int]) -> None:
+        slot = ranges.setdefault(parent, {})
+        old = slot.get(p)
+        slot[p] = span if old is None else (min(old[0], span[0]), max(old[1], span[1]))
+
     for sha in order:
         current = ranges.pop(sha, None)
         if current is None:
             continue
-        p, s, e = current
         ps = parents.get(sha, [])
-        row = changes_of(p).get(sha)
-        nxt: tuple[str, int, int] | None = (p, s, e)
-        if row is not None and len(ps) <= 1:
+        for p, (s, e) in current.items():
+            if len(ps) > 1:
+                for parent in ps:  # merges are not indexed: map through their diff to each parent on the fly
+                    mapped_merge = _merge_to_parent(engine, sha, parent, p, s, e)
+                    if mapped_merge is not None:
+                        carry(parent, *mapped_merge)
+                continue
+            row = changes_of(p).get(sha)
+            if row is None:
+                for parent in ps:
+                    carry(parent, p, (s, e))
+                continue
             hunks = db.execute(
                 "SELECT uid, old_start, old_lines, new_start, new_lines, ops FROM hunks WHERE fid=? ORDER BY idx",
                 (row["fid"],),
@@ -135,15 +151,9 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
             if hit:
                 picked.append((sha, hit))
             mapped = None if row["change"] == "add" else linelog.to_parent(s, e, shapes)
-            nxt = None if mapped is None else (row["old_path"], mapped[0], mapped[1])
-        if nxt is None:
-            continue
-        for parent in ps:
-            seen = ranges.get(parent)
-            if seen is None or seen[0] != nxt[0]:
-                ranges.setdefault(parent, nxt)
-            else:
-                ranges[parent] = (nxt[0], min(seen[1], nxt[1]), max(seen[2], nxt[2]))
+            if mapped is not None:
+                for parent in ps:
+                    carry(parent, row["old_path"], mapped)
     picked = picked[:limit]
     commits = render.commit_rows(db, [sha for sha, _ in picked])
     hunk_rows = render.hunk_rows(db, [u for _, us in picked for u in us])
@@ -155,6 +165,39 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
         }
         for sha, uids in picked
     ]
+
+
+def _blob_at(engine: Engine, commit: str, path: str) -> bytes | None:
+    """The blob id of ``path`` in ``commit`` (None if absent), memoised per engine."""
+    key = (commit, path)
+    cache = engine.blob_ids
+    if key not in cache:
+        repo = engine.repo
+        try:
+            tree = repo[commit.encode()].tree  # type: ignore[attr-defined]
+            _mode, sha = tree_lookup_path(repo.object_store.__getitem__, tree, path.encode("utf-8", "surrogateescape"))
+            cache[key] = sha
+        except KeyError:
+            cache[key] = None
+    return cache[key]
+
+
+def _merge_to_parent(
+    engine: Engine, merge: str, parent: str, path: str, s: int, e: int
+) -> tuple[str, tuple[int, int]] | None:
+    """Carry a range through a merge to one parent: unchanged if the file is identical there, else mapped
+    through a diff computed now (merges are never indexed, and most do not touch a given file)."""
+    mine = _blob_at(engine, merge, path)
+    theirs = _blob_at(engine, parent, path)
+    if mine is None or theirs is None:
+        return None if theirs is None else (path, (s, e))
+    if mine == theirs:
+        return path, (s, e)
+    store = engine.repo.object_store
+    hunks = diff_hunks(store[theirs].as_raw_string(), store[mine].as_raw_string())  # type: ignore[index]
+    shapes = [linelog.HunkShape(h.old_start, h.old_lines, h.new_start, h.new_lines, h.ops) for h in hunks]
+    mapped = linelog.to_parent(s, e, shapes)
+    return None if mapped is None else (path, mapped)
 
 
 def symbol_history(engine: Engine, position: str, source: bytes | None = None) -> dict[str, Any]:

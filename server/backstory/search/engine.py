@@ -83,6 +83,7 @@ class Engine:
         self._index: tantivy.Index | None = None
         self._generation: str | None = None
         self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
+        self.blob_ids: dict[tuple[str, str], bytes | None] = {}
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
 
