@@ -229,3 +229,21 @@ def test_history_cli_json(repo: GitRepo) -> None:
     assert all(c["provenance"] == "EXACT" for c in data["commits"])
     assert data["commits"][0]["hunks"][0]["symbols"][0]["name"] == "save"
     assert Path(repo.path).exists()
+
+
+def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("feature: strip on load", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    repo.git("checkout", "-q", "main")
+    shifted = "# license header\n\n" + PY_V1.replace('"w"', '"wb"')
+    repo.commit("main: header and binary save", {"pkg/io.py": shifted})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    merged = (repo.path / "pkg/io.py").read_text()
+    repo.commit(
+        "after merge: get default",
+        {"pkg/io.py": merged.replace("return self.items[key]", "return self.items.get(key)")},
+    )
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0

@@ -15,7 +15,7 @@ from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 
 from . import symbols
-from .history.diff import diff_hunks
+from .history.diff import diff_ops
 from .history.repo import HistoryError, head_sha
 from .search import linelog, render
 
@@ -117,6 +117,15 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
             }
         return file_rows[p]
 
+    merge_rows: dict[str, set[tuple[str, str]]] = {}
+    indexed_merges = engine.indexed_merges()
+
+    def merge_changes(p: str) -> set[tuple[str, str]]:
+        if p not in merge_rows:
+            rows = db.execute("SELECT sha, parent FROM merge_paths WHERE path=?", (p,))
+            merge_rows[p] = {(r[0], r[1]) for r in rows}
+        return merge_rows[p]
+
     ranges: dict[str, dict[str, tuple[int, int]]] = {head: {path: (start, end)}}
     picked: list[tuple[str, list[int]]] = []
 
@@ -132,7 +141,12 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
         ps = parents.get(sha, [])
         for p, (s, e) in current.items():
             if len(ps) > 1:
+                changed = merge_changes(p)
+                indexed = sha in indexed_merges
                 for parent in ps:  # merges are not indexed: map through their diff to each parent on the fly
+                    if indexed and (sha, parent) not in changed:
+                        carry(parent, p, (s, e))  # the file is identical in the merge and this parent
+                        continue
                     mapped_merge = _merge_to_parent(engine, sha, parent, p, s, e)
                     if mapped_merge is not None:
                         carry(parent, *mapped_merge)
@@ -193,9 +207,14 @@ def _merge_to_parent(
         return None if theirs is None else (path, (s, e))
     if mine == theirs:
         return path, (s, e)
-    store = engine.repo.object_store
-    hunks = diff_hunks(store[theirs].as_raw_string(), store[mine].as_raw_string())  # type: ignore[index]
-    shapes = [linelog.HunkShape(h.old_start, h.old_lines, h.new_start, h.new_lines, h.ops) for h in hunks]
+    shapes = engine.merge_shapes.get((theirs, mine))
+    if shapes is None:
+        store = engine.repo.object_store
+        ops = diff_ops(store[theirs].as_raw_string(), store[mine].as_raw_string())  # type: ignore[index]
+        shapes = [linelog.HunkShape(*op) for op in ops]
+        if len(engine.merge_shapes) > 20_000:
+            engine.merge_shapes.clear()
+        engine.merge_shapes[(theirs, mine)] = shapes
     mapped = linelog.to_parent(s, e, shapes)
     return None if mapped is None else (path, mapped)
 

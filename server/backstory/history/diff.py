@@ -103,6 +103,28 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
     return hunks
 
 
+def diff_ops(old: bytes, new: bytes) -> list[tuple[int, int, int, int, str]]:
+    """Just the shape of each hunk, (old_start, old_lines, new_start, new_lines, ops), without decoding text:
+    what line-range tracking needs, at a fraction of :func:`diff_hunks`' cost."""
+    a = split_lines(old)
+    b = split_lines(new)
+    if not a or not b:
+        if not a and not b:
+            return []
+        return [(0, 0, 1, len(b), f"{len(b)}+")] if not a else [(1, len(a), 0, 0, f"{len(a)}-")]
+    out = []
+    for group in PatienceSequenceMatcher(None, a, b).get_grouped_opcodes(0):
+        i1, j1, i2, j2 = group[0][1], group[0][3], group[-1][2], group[-1][4]
+        ops = []
+        for tag, ai1, ai2, bj1, bj2 in group:
+            if ai2 > ai1:
+                ops.append(f"{ai2 - ai1}{'=' if tag == 'equal' else '-'}")
+            if tag != "equal" and bj2 > bj1:
+                ops.append(f"{bj2 - bj1}+")
+        out.append((i1 + 1 if i2 > i1 else i1, i2 - i1, j1 + 1 if j2 > j1 else j1, j2 - j1, "".join(ops)))
+    return out
+
+
 def _truncate(lines: list[str]) -> tuple[str, bool]:
     """Bound the stored excerpt; the full changed text still goes to the index."""
     truncated = len(lines) > EXCERPT_MAX_LINES

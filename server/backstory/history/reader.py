@@ -156,6 +156,26 @@ def read_commit(
     return CommitDiff(commit=info, files=files, skipped=dict(skipped))
 
 
+def read_merge(repo: Repo, info: CommitInfo) -> CommitDiff:
+    """A merge is not diffed for search, but symbol history needs to know which source files it changes
+    relative to each parent (to carry line ranges through it); only paths in parsable languages are listed."""
+    store = caching_store(repo)
+    commit = store[info.sha.encode("ascii")]
+    paths: list[tuple[str, str]] = []
+    supported = symbols.supported_languages()
+    for parent in info.parents:
+        try:
+            parent_tree = store[parent.encode("ascii")].tree
+        except KeyError:
+            continue
+        for change in tree_changes(store, parent_tree, commit.tree):  # type: ignore[arg-type]
+            raw = change.new.path if change.new and change.new.path else change.old.path if change.old else None
+            path = _decode_path(raw)
+            if path and symbols.language_for_path(path) in supported:
+                paths.append((parent, path))
+    return CommitDiff(commit=info, files=[], merge_paths=paths)
+
+
 def _attribute_symbols(
     fd: FileDiff, store: CachingStore, old: tuple[bytes | None, bytes], new: tuple[bytes | None, bytes]
 ) -> None:

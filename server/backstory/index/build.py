@@ -190,6 +190,7 @@ def _purge(store: Store, writer, shas: Iterable[str]) -> None:  # type: ignore[n
             db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
             db.execute("DELETE FROM hunks WHERE sha=?", (sha,))
             db.execute("DELETE FROM symbol_changes WHERE sha=?", (sha,))
+            db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
         # files of purged commits stay as tombstones (embedded=-1) until the dense phase removes their vectors
         db.execute("DELETE FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)")
@@ -272,6 +273,10 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
             "INSERT INTO hunks(uid, fid, sha, idx, path, old_path, change, old_start, old_lines, new_start,"
             " new_lines, language, excerpt, truncated, symbols, ops) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             hunk_rows,
+        )
+        db.executemany(
+            "INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)",
+            [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
         )
         db.executemany(
             "INSERT INTO symbol_changes(name, kind, path, old_path, sha, uid) VALUES (?,?,?,?,?,?)", sym_rows

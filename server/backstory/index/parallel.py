@@ -19,7 +19,7 @@ from dulwich.repo import Repo
 
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
-from ..history.reader import read_commit
+from ..history.reader import read_commit, read_merge
 from ..history.repo import open_repo
 
 CHUNK = 24
@@ -53,7 +53,9 @@ def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, parent: i
 
 def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff | CommitInfo]:
     repo, policy, with_symbols = _worker["repo"], _worker["policy"], _worker["symbols"]
-    return [i if i.is_merge else read_commit(repo, i, policy, with_symbols=with_symbols) for i in infos]
+    return [
+        read_merge(repo, i) if i.is_merge else read_commit(repo, i, policy, with_symbols=with_symbols) for i in infos
+    ]
 
 
 def read_all(
@@ -63,7 +65,9 @@ def read_all(
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:
-            yield info if info.is_merge else read_commit(repo, info, policy, with_symbols=with_symbols)
+            yield (
+                read_merge(repo, info) if info.is_merge else read_commit(repo, info, policy, with_symbols=with_symbols)
+            )
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")

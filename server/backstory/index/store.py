@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import __version__
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS symbol_changes (
 );
 CREATE INDEX IF NOT EXISTS symbol_changes_name ON symbol_changes(name, kind);
 CREATE INDEX IF NOT EXISTS symbol_changes_sha ON symbol_changes(sha);
+CREATE TABLE IF NOT EXISTS merge_paths (sha TEXT NOT NULL, parent TEXT NOT NULL, path TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS merge_paths_path ON merge_paths(path);
+CREATE INDEX IF NOT EXISTS merge_paths_sha ON merge_paths(sha);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 

@@ -83,7 +83,9 @@ class Engine:
         self._index: tantivy.Index | None = None
         self._generation: str | None = None
         self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
-        self.blob_ids: dict[tuple[str, str], bytes | None] = {}
+        self._merges: tuple[Any, set[str]] | None = None
+        self.blob_ids: dict[tuple[str, str], bytes | None] = {}  # (commit, path) -> blob, for merge mapping
+        self.merge_shapes: dict[tuple[bytes, bytes], list[Any]] = {}  # (parent blob, merge blob) -> hunk shapes
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
 
@@ -120,6 +122,14 @@ class Engine:
                     parents[c.sha] = list(c.parents)
             self._topology = (key, parents, topo_order(head, parents))
         return self._topology[1], self._topology[2]
+
+    def indexed_merges(self) -> set[str]:
+        """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
+        key = (self.store.get_state("indexed_at"), self._generation)
+        if self._merges is None or self._merges[0] != key:
+            rows = self.store.db.execute("SELECT sha FROM commits WHERE is_merge=1 AND state='indexed'")
+            self._merges = (key, {r[0] for r in rows})
+        return self._merges[1]
 
     def _follow_rebuilds(self) -> None:
         """Reopen everything when the index was rebuilt (by us or another process) since we opened it."""
