@@ -126,46 +126,46 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
             merge_rows[p] = {(r[0], r[1]) for r in rows}
         return merge_rows[p]
 
-    ranges: dict[str, dict[str, tuple[int, int]]] = {head: {path: (start, end)}}
+    ranges: dict[str, dict[str, linelog.Ranges]] = {head: {path: [(start, end)]}}
     picked: list[tuple[str, list[int]]] = []
 
-    def carry(parent: str, p: str, span: tuple[int, int]) -> None:
+    def carry(parent: str, p: str, spans: linelog.Ranges) -> None:
         slot = ranges.setdefault(parent, {})
         old = slot.get(p)
-        slot[p] = span if old is None else (min(old[0], span[0]), max(old[1], span[1]))
+        slot[p] = spans if old is None else linelog.normalize([*old, *spans])
 
     for sha in order:
         current = ranges.pop(sha, None)
         if current is None:
             continue
         ps = parents.get(sha, [])
-        for p, (s, e) in current.items():
+        for p, spans in current.items():
             if len(ps) > 1:
                 changed = merge_changes(p)
                 indexed = sha in indexed_merges
                 for parent in ps:  # merges are not indexed: map through their diff to each parent on the fly
                     if indexed and (sha, parent) not in changed:
-                        carry(parent, p, (s, e))  # the file is identical in the merge and this parent
+                        carry(parent, p, spans)  # the file is identical in the merge and this parent
                         continue
-                    mapped_merge = _merge_to_parent(engine, sha, parent, p, s, e)
+                    mapped_merge = _merge_to_parent(engine, sha, parent, p, spans)
                     if mapped_merge is not None:
                         carry(parent, *mapped_merge)
                 continue
             row = changes_of(p).get(sha)
             if row is None:
                 for parent in ps:
-                    carry(parent, p, (s, e))
+                    carry(parent, p, spans)
                 continue
             hunks = db.execute(
                 "SELECT uid, old_start, old_lines, new_start, new_lines, ops FROM hunks WHERE fid=? ORDER BY idx",
                 (row["fid"],),
             ).fetchall()
             shapes = [linelog.HunkShape(h[1], h[2], h[3], h[4], h[5]) for h in hunks]
-            hit = [h[0] for h, shape in zip(hunks, shapes, strict=True) if linelog.touches(s, e, [shape])]
+            hit = [h[0] for h, shape in zip(hunks, shapes, strict=True) if linelog.set_touches(spans, [shape])]
             if hit:
                 picked.append((sha, hit))
-            mapped = None if row["change"] == "add" else linelog.to_parent(s, e, shapes)
-            if mapped is not None:
+            mapped = [] if row["change"] == "add" else linelog.set_to_parent(spans, shapes)
+            if mapped:
                 for parent in ps:
                     carry(parent, row["old_path"], mapped)
     picked = picked[:limit]
@@ -197,16 +197,16 @@ def _blob_at(engine: Engine, commit: str, path: str) -> bytes | None:
 
 
 def _merge_to_parent(
-    engine: Engine, merge: str, parent: str, path: str, s: int, e: int
-) -> tuple[str, tuple[int, int]] | None:
+    engine: Engine, merge: str, parent: str, path: str, spans: linelog.Ranges
+) -> tuple[str, linelog.Ranges] | None:
     """Carry a range through a merge to one parent: unchanged if the file is identical there, else mapped
     through a diff computed now (merges are never indexed, and most do not touch a given file)."""
     mine = _blob_at(engine, merge, path)
     theirs = _blob_at(engine, parent, path)
     if mine is None or theirs is None:
-        return None if theirs is None else (path, (s, e))
+        return None if theirs is None else (path, spans)
     if mine == theirs:
-        return path, (s, e)
+        return path, spans
     shapes = engine.merge_shapes.get((theirs, mine))
     if shapes is None:
         store = engine.repo.object_store
@@ -215,8 +215,8 @@ def _merge_to_parent(
         if len(engine.merge_shapes) > 20_000:
             engine.merge_shapes.clear()
         engine.merge_shapes[(theirs, mine)] = shapes
-    mapped = linelog.to_parent(s, e, shapes)
-    return None if mapped is None else (path, mapped)
+    mapped = linelog.set_to_parent(spans, shapes)
+    return (path, mapped) if mapped else None
 
 
 def symbol_history(engine: Engine, position: str, source: bytes | None = None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ slow on large files; hunks use three lines of context like ``git diff``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from patiencediff import PatienceSequenceMatcher
@@ -13,6 +14,8 @@ from patiencediff import PatienceSequenceMatcher
 from .model import Hunk
 
 CONTEXT = 3
+_WORDS = re.compile(rb"\w+")
+SMALL_BLOCK = 3
 EXCERPT_MAX_LINES = 80
 EXCERPT_MAX_CHARS = 6000
 CHANGED_MAX_CHARS = 64_000
@@ -62,10 +65,7 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
         removed: list[int] = []
         ops: list[str] = []
         for tag, ai1, ai2, bj1, bj2 in group:
-            if ai2 > ai1:
-                ops.append(f"{ai2 - ai1}{'=' if tag == 'equal' else '-'}")
-            if tag != "equal" and bj2 > bj1:
-                ops.append(f"{bj2 - bj1}+")
+            ops.extend(_block_ops(tag, a[ai1:ai2], b[bj1:bj2]))
             if tag == "equal":
                 out.extend(" " + _decode(line) for line in a[ai1:ai2])
                 continue
@@ -117,11 +117,31 @@ def diff_ops(old: bytes, new: bytes) -> list[tuple[int, int, int, int, str]]:
         i1, j1, i2, j2 = group[0][1], group[0][3], group[-1][2], group[-1][4]
         ops = []
         for tag, ai1, ai2, bj1, bj2 in group:
-            if ai2 > ai1:
-                ops.append(f"{ai2 - ai1}{'=' if tag == 'equal' else '-'}")
-            if tag != "equal" and bj2 > bj1:
-                ops.append(f"{bj2 - bj1}+")
+            ops.extend(_block_ops(tag, a[ai1:ai2], b[bj1:bj2]))
         out.append((i1 + 1 if i2 > i1 else i1, i2 - i1, j1 + 1 if j2 > j1 else j1, j2 - j1, "".join(ops)))
+    return out
+
+
+def _block_ops(tag: str, old: list[bytes], new: list[bytes]) -> list[str]:
+    """Run-length ops of one opcode. A rewrite (most new lines repeat old ones modulo indentation, or a small
+    block mostly reuses the old words: an edited line) is written ``d``/``a`` instead of ``-``/``+``: line-range
+    tracking follows rewrites into the old lines, but not unrelated code that merely took their place."""
+    if tag == "equal":
+        return [f"{len(old)}="]
+    out: list[str] = []
+    similar = False
+    if old and new:
+        olds = {line.strip() for line in old if line.strip()}
+        news = [line.strip() for line in new if line.strip()]
+        similar = bool(news) and sum(1 for line in news if line in olds) * 2 >= len(news)
+        if not similar and len(old) <= SMALL_BLOCK and len(new) <= SMALL_BLOCK:  # an edited line or two
+            old_words = set(_WORDS.findall(b" ".join(old)))
+            new_words = set(_WORDS.findall(b" ".join(new)))
+            similar = not new_words or len(new_words & old_words) * 2 >= len(new_words)
+    if old:
+        out.append(f"{len(old)}{'d' if similar else '-'}")
+    if new:
+        out.append(f"{len(new)}{'a' if similar else '+'}")
     return out
 
 
