@@ -43,7 +43,7 @@ class SearchOptions:
     k: int = 10
     filters: Filters = field(default_factory=Filters)
     rerank: bool = True
-    rerank_top: int = 30
+    rerank_top: int = 20  # top 30 measured no better (MRR .273 vs .269 on 100 queries) and 40% slower
     recency_weight: float = DEFAULT_WEIGHT
     hunks_per_commit: int = 3
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
