@@ -27,6 +27,14 @@ from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
 
 
+def emit(report: dict[str, Any], out: str | None) -> None:
+    """Print a benchmark/evaluation report as JSON, and save it when asked (shared by the bench commands)."""
+    text = json.dumps(report, indent=2)
+    if out:
+        Path(out).write_text(text + "\n")
+    print(text)
+
+
 def _median_time(fn: Any, runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -186,10 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         res["query_fused_rerank20"] = latency(lambda q: full.search(q, SearchOptions(rerank_top=20)), queries)
     res["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     shutil.rmtree(keep.parent, ignore_errors=True)
-    text = json.dumps(res, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    emit(res, args.out)
     return 0
 
 

@@ -8,13 +8,13 @@ Recall@1/5/10 and MRR@10 per configuration (BM25 lanes, dense only, fused, fused
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .bench import emit
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
 from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
@@ -186,10 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         print("units", report["units"], file=sys.stderr)
     if "bm25" in report and "fused+rerank" in report and report["bm25"]["MRR@10"]:
         report["gain_fused_rerank_vs_bm25"] = round(report["fused+rerank"]["MRR@10"] / report["bm25"]["MRR@10"], 3)
-    text = json.dumps(report, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    emit(report, args.out)
     return 0
 
 

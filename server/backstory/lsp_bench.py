@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import sys
@@ -21,7 +20,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from . import symbols
-from .bench import sample_queries
+from .bench import emit, sample_queries
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -134,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index-dir")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    res = asyncio.run(run(Path(args.repo).resolve(), args.queries, args.index_dir))
-    text = json.dumps(res, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    emit(asyncio.run(run(Path(args.repo).resolve(), args.queries, args.index_dir)), args.out)
     return 0
 
 

@@ -69,19 +69,12 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
             if tag == "equal":
                 out.extend(" " + _decode(line) for line in a[ai1:ai2])
                 continue
-            if tag in ("replace", "delete"):
-                for k in range(ai1, ai2):
-                    text = _decode(a[k])
-                    out.append("-" + text)
-                    removed.append(k + 1)
-                    if changed_len < CHANGED_MAX_CHARS:
-                        changed.append(text)
-                        changed_len += len(text) + 1
-            if tag in ("replace", "insert"):
-                for k in range(bj1, bj2):
-                    text = _decode(b[k])
-                    out.append("+" + text)
-                    added.append(k + 1)
+            sides = (("-", a, ai1, ai2, removed), ("+", b, bj1, bj2, added))
+            for mark, lines, lo, hi, numbers in sides:
+                for k in range(lo, hi):
+                    text = _decode(lines[k])
+                    out.append(mark + text)
+                    numbers.append(k + 1)
                     if changed_len < CHANGED_MAX_CHARS:
                         changed.append(text)
                         changed_len += len(text) + 1
