@@ -94,6 +94,12 @@ def test_submodule_entries_are_skipped(repo: GitRepo, tmp_path) -> None:
     cd = _diffs(repo)["add submodule"]
     assert [f.path for f in cd.files] == [".gitmodules"]
     assert cd.skipped == {"submodule": 1}
+    # removing the submodule while adding files: its commit id must never be read as a rename candidate
+    repo.git("rm", "-q", "vendor/sub")
+    repo.commit("drop submodule", {"vendor/lib.py": "print('vendored by hand')\n"})
+    dropped = _diffs(repo)["drop submodule"]
+    assert dropped.skipped == {"submodule": 1}
+    assert "vendor/lib.py" in [f.path for f in dropped.files]
 
 
 def test_non_utf8_content_and_paths(repo: GitRepo) -> None:
@@ -153,3 +159,14 @@ def test_shallow_clone_reads_what_exists(repo: GitRepo, tmp_path) -> None:
     assert commits[-1].parents == ()  # the shallow boundary reads as a root
     cd = read_commit(r, commits[-1], PathPolicy())
     assert cd.files[0].change == "add"
+
+
+def test_missing_objects_are_skipped_not_fatal(repo: GitRepo) -> None:
+    """A blob missing from the object store (broken or partial clone) is counted, never raised."""
+    repo.commit("one", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    repo.commit("two", {"a.py": "x = 10\n", "b.py": None, "c.py": "z = 3\n"})
+    blob = repo.git("rev-parse", "HEAD:a.py").strip()
+    (repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    cd = _diffs(repo)["two"]
+    assert cd.skipped.get("missing_object") == 1
+    assert sorted(f.path for f in cd.files) == ["b.py", "c.py"]

@@ -82,10 +82,14 @@ def _is_gitlink(mode: int | None) -> bool:
     return mode is not None and stat.S_ISDIR(mode) is False and (mode & 0o170000) == 0o160000
 
 
-def _blob(store: CachingStore, sha: bytes | None) -> bytes:
+def _blob(store: CachingStore, sha: bytes | None) -> bytes | None:
+    """The blob's bytes; b"" for no side; None when the object is missing (partial clone, broken repo)."""
     if sha is None:
         return b""
-    data: bytes = store[sha].as_raw_string()
+    try:
+        data: bytes = store[sha].as_raw_string()
+    except KeyError:
+        return None
     return data
 
 
@@ -126,8 +130,12 @@ def read_commit(
         if reason:
             skipped[reason] += 1
             continue
-        old_data = _blob(store, old.sha if old else None)
-        new_data = _blob(store, new.sha if new else None)
+        old_blob = _blob(store, old.sha if old else None)
+        new_blob = _blob(store, new.sha if new else None)
+        if old_blob is None or new_blob is None:
+            skipped["missing_object"] += 1
+            continue
+        old_data, new_data = old_blob, new_blob
         reason = policy.blob_skip_reason(old_data) or policy.blob_skip_reason(new_data)
         if reason:
             skipped[reason] += 1

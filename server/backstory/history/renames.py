@@ -36,10 +36,16 @@ def similarity(a: bytes, b: bytes, ba: Counter[int] | None = None, bb: Counter[i
     return min(100, int(common * 100 / size))
 
 
-def detect_renames(changes: Sequence[TreeChange], blob: Callable[[bytes], bytes]) -> list[TreeChange]:
+def _is_gitlink(entry: object) -> bool:
+    """Submodule entries point at commits of another repository: never content, never rename candidates."""
+    mode = getattr(entry, "mode", None)
+    return mode is not None and (mode & 0o170000) == 0o160000
+
+
+def detect_renames(changes: Sequence[TreeChange], blob: Callable[[bytes], bytes | None]) -> list[TreeChange]:
     """Replace matching delete+add pairs by renames; everything else passes through in order."""
-    adds = [c for c in changes if c.type == CHANGE_ADD]
-    deletes = [c for c in changes if c.type == CHANGE_DELETE]
+    adds = [c for c in changes if c.type == CHANGE_ADD and not _is_gitlink(c.new)]
+    deletes = [c for c in changes if c.type == CHANGE_DELETE and not _is_gitlink(c.old)]
     if not adds or not deletes:
         return list(changes)
     paired: dict[int, TreeChange] = {}  # id(add) -> rename
@@ -58,7 +64,7 @@ def detect_renames(changes: Sequence[TreeChange], blob: Callable[[bytes], bytes]
     rest_adds = [a for a in adds if id(a) not in paired]
     rest_dels = [d for d in deletes if id(d) not in used]
     if rest_adds and rest_dels and len(rest_adds) * len(rest_dels) <= MAX_PAIRS:
-        data = {id(c): blob(c.new.sha if c.new else c.old.sha) for c in rest_adds + rest_dels}  # type: ignore[union-attr, arg-type]
+        data = {id(c): blob(c.new.sha if c.new else c.old.sha) or b"" for c in rest_adds + rest_dels}  # type: ignore[union-attr, arg-type]
         blocks = {k: _blocks(v) for k, v in data.items()}
         scored = []
         for a in rest_adds:
