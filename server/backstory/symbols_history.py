@@ -135,6 +135,8 @@ def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = 
         slot[p] = spans if old is None else linelog.normalize([*old, *spans])
 
     for sha in order:
+        if len(picked) >= limit:
+            break  # the walk is newest-first: callers that show a few need not walk to the root
         current = ranges.pop(sha, None)
         if current is None:
             continue

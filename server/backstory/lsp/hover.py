@@ -62,7 +62,7 @@ def render_markdown(name: str, exact: list[dict[str, Any]], related: list[dict[s
     if exact:
         out += [_line(e, now) for e in exact]
         if total_exact > len(exact):
-            out.append(f"- … {total_exact - len(exact)} more (Backstory: Show Symbol History)")
+            out.append("- … and older changes (symbol history shows them all)")
     else:
         out.append("_No indexed commit changed it._")
     if related:
@@ -100,7 +100,7 @@ def compute(ls: BackstoryServer, state: RepoState, uri: str, text: str, pos: typ
     if cached is not None:
         return str(cached)
     n = ls.options.hoverMax
-    exact_all = exact_commits(engine, rel, d.start_line, d.end_line)
+    exact_all = exact_commits(engine, rel, d.start_line, d.end_line, limit=n + 1)
     query = symbol_query(Located(rel, d.start_line, source, d))
     found = engine.search(query, SearchOptions(k=n + len(exact_all), rerank=False, lanes=TEXT_LANES))
     seen = {e["commit"]["sha"] for e in exact_all}
