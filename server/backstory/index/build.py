@@ -189,7 +189,6 @@ def _purge(store: Store, writer, shas: Iterable[str]) -> None:  # type: ignore[n
         for sha in shas:
             db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
             db.execute("DELETE FROM hunks WHERE sha=?", (sha,))
-            db.execute("DELETE FROM symbol_changes WHERE sha=?", (sha,))
             db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
         # files of purged commits stay as tombstones (embedded=-1) until the dense phase removes their vectors
@@ -224,7 +223,6 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
     docs: list[HunkDoc] = []
     hunk_rows: list[tuple[Any, ...]] = []
     file_rows: list[tuple[Any, ...]] = []
-    sym_rows: list[tuple[Any, ...]] = []
     for cd in diffs:
         c = cd.commit
         message = "" if options.no_messages else f"{c.subject}\n{c.body}"
@@ -255,8 +253,6 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
                     (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
                      h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json, h.ops)
                 )  # fmt: skip
-                for name, kind in dict.fromkeys((s.name, s.kind) for s in h.symbols):
-                    sym_rows.append((name, kind, f.path, f.old_path, c.sha, uid))
                 uid += 1
             fid += 1
     add_docs(writer, docs)
@@ -277,9 +273,6 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
         db.executemany(
             "INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)",
             [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
-        )
-        db.executemany(
-            "INSERT INTO symbol_changes(name, kind, path, old_path, sha, uid) VALUES (?,?,?,?,?,?)", sym_rows
         )
         for b in batch:
             cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}

@@ -53,12 +53,6 @@ CREATE TABLE IF NOT EXISTS hunks (
 CREATE INDEX IF NOT EXISTS files_path ON files(path);
 CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
 CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
-CREATE TABLE IF NOT EXISTS symbol_changes (
-  name TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL, old_path TEXT NOT NULL, sha TEXT NOT NULL,
-  uid INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS symbol_changes_name ON symbol_changes(name, kind);
-CREATE INDEX IF NOT EXISTS symbol_changes_sha ON symbol_changes(sha);
 CREATE TABLE IF NOT EXISTS merge_paths (sha TEXT NOT NULL, parent TEXT NOT NULL, path TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS merge_paths_path ON merge_paths(path);
 CREATE INDEX IF NOT EXISTS merge_paths_sha ON merge_paths(sha);

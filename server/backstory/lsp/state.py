@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo
+from ..history.repo import EmptyRepository, HistoryError, head_sha
 from ..index.build import store_for
 from ..search.engine import Engine, ModelConfig
 from .options import Options
@@ -100,11 +100,3 @@ class Repos:
             state.engine.models = model_config(options)
             state.engine.dense.config = state.engine.models
             state.hover_cache.clear()
-
-
-def open_repo_quiet(path: Path) -> bool:
-    try:
-        open_repo(path)
-        return True
-    except HistoryError:
-        return False
