@@ -95,15 +95,18 @@ def _symbol_json(loc: Located) -> dict[str, Any] | None:
     return {"name": d.name, "kind": d.kind, "path": loc.path, "start": d.start_line, "end": d.end_line}
 
 
-def exact_commits(engine: Engine, path: str, start: int, end: int, limit: int = EXACT_LIMIT) -> list[dict[str, Any]]:
+def exact_commits(
+    engine: Engine, path: str, start: int, end: int, limit: int = EXACT_LIMIT, head: str | None = None
+) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
     every diff and rename the way ``git log -L start,end:path`` does; newest first.
 
     The range is carried from child to parent through the graph; a merge (not diffed, its changes are the side
     branch's commits) passes it on unchanged to each parent.
     """
-    info, _allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
-    head = info.get("head")
+    if head is None:  # callers that just asked for freshness pass HEAD instead of asking again
+        info, _allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
+        head = info.get("head")
     if not head:
         return []
     db = engine.store.db
@@ -234,7 +237,8 @@ def symbol_history(engine: Engine, position: str, source: bytes | None = None) -
             "_meta": meta,
         }
     d = loc.definition
-    commits = exact_commits(engine, loc.path, d.start_line, d.end_line) if engine.store.exists() else []
+    exists = engine.store.exists()
+    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, head=info.get("head")) if exists else []
     return {"symbol": _symbol_json(loc), "commits": commits, "message": None, "_meta": meta}
 
 

@@ -100,7 +100,7 @@ def compute(ls: BackstoryServer, state: RepoState, uri: str, text: str, pos: typ
     if cached is not None:
         return str(cached)
     n = ls.options.hoverMax
-    exact_all = exact_commits(engine, rel, d.start_line, d.end_line, limit=n + 1)
+    exact_all = exact_commits(engine, rel, d.start_line, d.end_line, limit=n + 1, head=info.get("head"))
     query = symbol_query(Located(rel, d.start_line, source, d))
     found = engine.search(query, SearchOptions(k=n + len(exact_all), rerank=False, lanes=TEXT_LANES))
     seen = {e["commit"]["sha"] for e in exact_all}

@@ -160,16 +160,15 @@ class Engine:
             return info, set(), "no index yet: run `backstory index`"
         db = self.store.db
         allowed, behind = indexed_reachable(self.store, self.repo, head)
-        rows = db.execute(
-            "SELECT sha FROM commits WHERE state='indexed' ORDER BY commit_time DESC, sha LIMIT 50"
-        ).fetchall()
         head_row = db.execute("SELECT state FROM commits WHERE sha=?", (head,)).fetchone()
         if head_row is not None and head_row[0] == "indexed":
             last: str | None = head
         else:
+            rows = db.execute("SELECT sha FROM commits WHERE state='indexed' ORDER BY commit_time DESC, sha LIMIT 50")
             last = next((r[0] for r in rows if allowed is None or r[0] in allowed), None)
-        count = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
-        if allowed is not None:
+        if allowed is None:
+            count = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
+        else:
             count = len(allowed & {r[0] for r in db.execute("SELECT sha FROM commits WHERE state='indexed'")})
         info.update(
             indexed_commits=count,

@@ -1,9 +1,9 @@
 """Line-range tracking through diffs, the way ``git log -L`` follows a range back in history — pure functions.
 
 A hunk is described by its start lines and its run-length operations (``3=2-1+3=``: 3 unchanged, 2 removed,
-1 added, 3 unchanged). Given a range of post-image lines, :func:`touches` says whether the change touched it
-(an added line inside, or a removal strictly between two of its lines) and :func:`to_parent` maps it to the
-pre-image (None when every line of it was added here: the range was born in this commit).
+1 added, 3 unchanged; ``d``/``a`` mark a rewrite block). :func:`touches` says whether a change touched a range
+of post-image lines (an added line inside, or a removal strictly between two of its lines), and
+:func:`set_to_parent` maps a set of ranges to the pre-image (empty when every line was added here: born).
 """
 
 from __future__ import annotations
@@ -75,14 +75,6 @@ def set_to_parent(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape])
     for s, e in ranges:
         out.extend(_pieces(s, e, hunks))
     return normalize(out)
-
-
-def to_parent(start: int, end: int, hunks: Sequence[HunkShape]) -> tuple[int, int] | None:
-    """The range's span in the parent file, or None when none of its lines existed there."""
-    pieces = _pieces(start, end, hunks)
-    if not pieces:
-        return None
-    return min(p[0] for p in pieces), max(p[1] for p in pieces)
 
 
 def _pieces(start: int, end: int, hunks: Sequence[HunkShape]) -> Ranges:
