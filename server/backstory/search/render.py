@@ -9,28 +9,24 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-def _chunks(items: list[Any], size: int = 500) -> Iterable[list[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+def _rows_by_key(db: sqlite3.Connection, table: str, key: str, values: Iterable[Any]) -> dict[Any, Any]:
+    """Catalogue rows (``sqlite3.Row``, read like mappings) by primary key, fetched in chunks of 500."""
+    out: dict[Any, Any] = {}
+    ordered = sorted(set(values))
+    for i in range(0, len(ordered), 500):
+        chunk = ordered[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for row in db.execute(f"SELECT * FROM {table} WHERE {key} IN ({marks})", chunk):
+            out[row[key]] = row
+    return out
 
 
 def hunk_rows(db: sqlite3.Connection, uids: Iterable[int]) -> dict[int, Any]:
-    """Catalogue rows (``sqlite3.Row``, read like mappings) by uid."""
-    out: dict[int, Any] = {}
-    for chunk in _chunks(sorted(set(uids))):
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(f"SELECT * FROM hunks WHERE uid IN ({marks})", chunk):
-            out[row["uid"]] = row
-    return out
+    return _rows_by_key(db, "hunks", "uid", uids)
 
 
 def commit_rows(db: sqlite3.Connection, shas: Iterable[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for chunk in _chunks(sorted(set(shas))):
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(f"SELECT * FROM commits WHERE sha IN ({marks})", chunk):
-            out[row["sha"]] = row
-    return out
+    return _rows_by_key(db, "commits", "sha", shas)
 
 
 def iso(ts: int, tz_offset: int) -> str:
