@@ -85,6 +85,8 @@ async def test_end_to_end(lsp_client: LanguageClient) -> None:
     status = await wait_ready(lsp_client)
     assert status["index"]["indexed_commits"] == len(shas)
     assert lsp_client.progress_reports, "indexing reports work-done progress"
+    # the dense phase ran in a child process; the server sees every vector it wrote
+    assert status["index"]["dense_coverage"] == 1.0
 
     uri = _open(lsp_client, root / "src/app/net.py")
     # findPriorArt on fetch_with_retry: exact history first

@@ -1,8 +1,8 @@
 """Background indexing as a tracked, cancellable task with work-done progress, plus the freshness watcher.
 
-Blocking work (git reads, Tantivy writes, embedding) runs in worker threads; the event loop only relays
-progress. The watcher polls HEAD (two small file reads) twice a second: it works identically in every client,
-unlike file-watcher registrations, and a new commit becomes searchable within about a second.
+Blocking work (git reads, Tantivy writes) runs in worker threads and embedding in a child process; the event
+loop only relays progress. The watcher polls HEAD (two small file reads) twice a second: it works identically
+in every client, unlike file-watcher registrations, and a new commit becomes searchable within about a second.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport, index_repository
 from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
+from .dense_process import embed_in_child
 
 if TYPE_CHECKING:
     from .server import BackstoryServer
@@ -96,7 +97,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
             report = await asyncio.to_thread(build, True)
         state.hover_cache.clear()
         if ls.options.dense and not report.cancelled and not state.cancel.is_set():
-            await asyncio.to_thread(_dense_phase, state, progress)
+            await asyncio.to_thread(_dense_phase, ls, state, progress)
         message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
         state.status = {"state": "ready", "message": message}
     except (HistoryError, StoreError) as e:
@@ -115,15 +116,11 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         ls.send_status(state)
 
 
-def _dense_phase(state: RepoState, progress: Any) -> None:
-    from ..index.dense_build import embed_pending
-
-    embedder = state.engine.dense.embedder()
-    if embedder is None:
-        return
-    store = state.engine.store
-    with store.write_lock(wait=30.0):
-        embed_pending(store, embedder, progress=progress, cancel=state.cancel)
+def _dense_phase(ls: BackstoryServer, state: RepoState, progress: Any) -> None:
+    """Embed pending units in a child process (see ``dense_process``); a missing model skips the phase."""
+    kind, detail = embed_in_child(state.engine.store.path, ls.options.modelPath, progress, state.cancel)
+    if kind == "skipped":
+        log.info("dense phase skipped: %s", detail)
 
 
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:
