@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from backstory.symbols import extract_definitions
 from gitrepo import GitRepo, build_sample
 
 pytestmark = pytest.mark.timeout(240)
@@ -105,7 +106,15 @@ async def test_end_to_end(lsp_client: LanguageClient) -> None:
     }
     assert "lanes" in found["results"][0]["why"]
 
-    # hover shows exact history
+    # opening the document prewarmed the hovers of its definitions in the background
+    n_defs = len(extract_definitions((root / "src/app/net.py").read_bytes(), "python") or [])
+    assert n_defs >= 1
+    deadline = time.monotonic() + 60
+    while (cached := (await _cmd(lsp_client, "backstory.status", {}))["server"]["hovers_cached"]) < n_defs:
+        assert time.monotonic() < deadline, f"prewarm cached {cached} of {n_defs} hovers"
+        await asyncio.sleep(0.2)
+
+    # hover shows exact history (a cache hit now: the count does not grow)
     hover = await lsp_client.text_document_hover_async(
         types.HoverParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=4, character=8)
@@ -115,6 +124,7 @@ async def test_end_to_end(lsp_client: LanguageClient) -> None:
     value = hover.contents.value  # type: ignore[union-attr]
     assert "Past changes to `fetch_with_retry`" in value
     assert shas["Add retry with exponential backoff"][:7] in value
+    assert (await _cmd(lsp_client, "backstory.status", {}))["server"]["hovers_cached"] == cached
 
     # code actions on the symbol and on a selection
     actions = await lsp_client.text_document_code_action_async(

@@ -1,8 +1,11 @@
 """Language-server benchmark: ``python -m backstory.lsp_bench REPO [--queries N]``.
 
 Starts ``backstory serve`` over stdio with a real pygls client, then measures: time from ``initialize`` to
-the first answered search and to "ready" (history and dense phases done), hover p50/p95 (cold and cached),
-findPriorArt p50/p95 with and without rerank, and the server's RSS after indexing.
+the first answered search and to "ready" (history and dense phases done), hover p50/p95 (cold with prewarming
+off, or, with ``--prewarm``, first hovers after the opened documents were prewarmed; then cached),
+findPriorArt p50/p95 with and without rerank, and the server's RSS after indexing. With ``--commit-latency`` it
+also commits on a temporary branch of REPO and times how long until that commit is searchable (then checks the
+original branch out again and deletes the temporary one; the next indexing run purges the commit).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import asyncio
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,7 +59,41 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
-async def run(repo: Path, n: int, index_dir: str | None) -> dict[str, Any]:
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+async def commit_latency(repo: Path, search: Any, runs: int = 3) -> dict[str, Any]:
+    """Seconds from ``git commit`` returning to the commit being the top search hit (HEAD watcher + indexing)."""
+    original = _git(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    if original == "HEAD":
+        original = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "-b", "backstory-bench-tmp")
+    times: list[float] = []
+    try:
+        for i in range(runs):
+            token = f"zqxbench{i}{int(time.time())}"
+            (repo / "backstory_bench_tmp.py").write_text(f"def {token}_handler():\n    return '{token}'\n")
+            _git(repo, "add", "backstory_bench_tmp.py")
+            _git(repo, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "commit", "-q", "-m",
+                 f"Bench commit {token}")  # fmt: skip
+            sha = _git(repo, "rev-parse", "HEAD")
+            t = time.perf_counter()
+            while time.perf_counter() - t < 60:
+                r = await search(token)
+                if r.get("results") and r["results"][0]["commit"]["sha"] == sha:
+                    break
+                await asyncio.sleep(0.05)
+            times.append(time.perf_counter() - t)
+    finally:
+        _git(repo, "checkout", "-q", original)
+        _git(repo, "branch", "-q", "-D", "backstory-bench-tmp")
+    return {"runs_s": [round(x, 2) for x in times], "median_s": round(statistics.median(times), 2)}
+
+
+async def run(
+    repo: Path, n: int, index_dir: str | None, measure_commit: bool = False, prewarm: bool = False
+) -> dict[str, Any]:
     client = LanguageClient("backstory-bench", "1")
     statuses: list[dict[str, Any]] = []
     client.feature("backstory/status")(lambda params: statuses.append(params))
@@ -64,7 +102,9 @@ async def run(repo: Path, n: int, index_dir: str | None) -> dict[str, Any]:
     res: dict[str, Any] = {"repo": str(repo)}
     t0 = time.perf_counter()
     caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
-    options = {"indexDir": index_dir} if index_dir else {}
+    options: dict[str, Any] = {"hoverPrewarm": prewarm}
+    if index_dir:
+        options["indexDir"] = index_dir
     await client.initialize_async(
         types.InitializeParams(capabilities=caps, root_uri=repo.as_uri(), initialization_options=options)
     )
@@ -106,7 +146,13 @@ async def run(repo: Path, n: int, index_dir: str | None) -> dict[str, Any]:
         pos = types.Position(line=p[1], character=p[2])
         return await client.text_document_hover_async(types.HoverParams(text_document=doc, position=pos))
 
-    res["hover_cold"] = await timed(hover, positions)
+    if prewarm:  # let the background prewarm of the opened documents finish, as a reader would
+        t, last = time.perf_counter(), -1
+        while (cached := (await cmd("backstory.status", {}))["server"]["hovers_cached"]) != last:
+            last = cached
+            await asyncio.sleep(1.0)
+        res["prewarm"] = {"hovers_cached": cached, "seconds": round(time.perf_counter() - t - 1.0, 2)}
+    res["hover_first" if prewarm else "hover_cold"] = await timed(hover, positions)
     res["hover_cached"] = await timed(hover, positions)
 
     def prior(rerank: bool) -> Any:
@@ -118,6 +164,10 @@ async def run(repo: Path, n: int, index_dir: str | None) -> dict[str, Any]:
     res["find_prior_art_no_rerank"] = await timed(prior(False), positions)
     res["find_prior_art_rerank"] = await timed(prior(True), positions)
     res["search_rerank"] = await timed(lambda q: cmd("backstory.search", {"query": q}), queries)
+    if measure_commit:
+        res["commit_to_searchable"] = await commit_latency(
+            repo, lambda q: cmd("backstory.search", {"query": q, "rerank": False})
+        )
     pid = client._server.pid if client._server else None  # type: ignore[attr-defined]
     res["server_rss_mb"] = _rss_mb(pid) if pid else None
     await client.shutdown_async(None)
@@ -132,8 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--index-dir")
     ap.add_argument("--out")
+    ap.add_argument("--commit-latency", action="store_true", help="commit on a temporary branch and time it")
+    ap.add_argument("--prewarm", action="store_true", help="let hover prewarming run before the first hovers")
     args = ap.parse_args(argv)
-    emit(asyncio.run(run(Path(args.repo).resolve(), args.queries, args.index_dir)), args.out)
+    report = asyncio.run(
+        run(Path(args.repo).resolve(), args.queries, args.index_dir, args.commit_latency, args.prewarm)
+    )
+    emit(report, args.out)
     return 0
 
 

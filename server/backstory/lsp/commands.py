@@ -204,7 +204,7 @@ async def status(ls: BackstoryServer, *args: Any) -> Any:
         detail = await asyncio.to_thread(state.engine.status)
     except (HistoryError, StoreError) as e:
         detail = {"hint": str(e)}
-    return {**detail, "server": ls.status_payload(state)}
+    return {**detail, "server": {**ls.status_payload(state), "hovers_cached": len(state.hover_cache)}}
 
 
 HANDLERS: dict[str, Callable[..., Any]] = {

@@ -1,15 +1,20 @@
 """Hover: "Past changes to `name`" (EXACT history) and "Related elsewhere" (INFERRED, fused, no rerank).
 
 Answered from the catalogue and the keyword lanes only (no model call), cached per (file, symbol, HEAD,
-indexed count), so it stays within tens of milliseconds; while the index is not ready it says so in one line.
+indexed count), and prewarmed in the background for the definitions of each opened document, so the hovers a
+reader does are usually cache hits; while the index is not ready it says so in one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
+import logging
 import re
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -24,6 +29,11 @@ if TYPE_CHECKING:
     from .server import BackstoryServer
     from .state import RepoState
 
+log = logging.getLogger(__name__)
+HOVER_CACHE_SIZE = 4096
+PREWARM_MAX = 200  # definitions per document
+PREWARM_PAUSE = 0.002
+_cache_lock = threading.Lock()
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
@@ -71,11 +81,45 @@ def render_markdown(name: str, exact: list[dict[str, Any]], related: list[dict[s
     return "\n".join(out)
 
 
-def compute(ls: BackstoryServer, state: RepoState, uri: str, text: str, pos: types.Position) -> str | None:
-    path = uri_path(uri)
+@functools.lru_cache(maxsize=32)
+def _definitions(source: bytes, language: str) -> list[symbols.Definition]:
+    """Definitions of a document's text; hovers over one unchanged document parse it once."""
+    return symbols.extract_definitions(source, language) or []
+
+
+def _relative(state: RepoState, uri: str) -> str | None:
     try:
-        rel = path.resolve().relative_to(state.root.resolve()).as_posix()
+        return uri_path(uri).resolve().relative_to(state.root.resolve()).as_posix()
     except ValueError:
+        return None
+
+
+def _markdown(ls: BackstoryServer, state: RepoState, rel: str, d: symbols.Definition, source: bytes) -> str:
+    """The hover block for one definition, cached per (file, symbol, HEAD, indexed count, size)."""
+    engine = state.engine
+    info, _allowed, _hint = engine.freshness()
+    n = ls.options.hoverMax
+    key = (rel, d.name, info.get("head"), info.get("indexed_commits"), n)
+    cache = state.hover_cache
+    cached = cache.get(key)
+    if cached is not None:
+        return str(cached)
+    exact_all = exact_commits(engine, rel, d.start_line, d.end_line, limit=n + 1, head=info.get("head"))
+    query = symbol_query(Located(rel, d.start_line, source, d))
+    found = engine.search(query, SearchOptions(k=n + len(exact_all), rerank=False, lanes=TEXT_LANES))
+    seen = {e["commit"]["sha"] for e in exact_all}
+    related = [r for r in found["results"] if r["commit"]["sha"] not in seen][:n]
+    markdown = render_markdown(d.name, exact_all[:n], related, len(exact_all))
+    with _cache_lock:  # hovers and the prewarm thread share the cache
+        while len(cache) >= HOVER_CACHE_SIZE:
+            del cache[next(iter(cache))]  # oldest first: dicts keep insertion order
+        cache[key] = markdown
+    return markdown
+
+
+def compute(ls: BackstoryServer, state: RepoState, uri: str, text: str, pos: types.Position) -> str | None:
+    rel = _relative(state, uri)
+    if rel is None:
         return None
     language = symbols.language_for_path(rel)
     if language not in symbols.supported_languages():
@@ -87,29 +131,68 @@ def compute(ls: BackstoryServer, state: RepoState, uri: str, text: str, pos: typ
     if word is None:
         return None
     source = text.encode("utf-8")
-    defs = symbols.extract_definitions(source, language or "")
-    if not defs:
-        return None
-    d = pick_definition(defs, pos.line + 1, word)
+    d = pick_definition(_definitions(source, language or ""), pos.line + 1, word)
     if d is None:
         return None
-    engine = state.engine
-    info, _allowed, _hint = engine.freshness()
-    key = (rel, d.name, info.get("head"), info.get("indexed_commits"), ls.options.hoverMax)
-    cached = state.hover_cache.get(key)
-    if cached is not None:
-        return str(cached)
-    n = ls.options.hoverMax
-    exact_all = exact_commits(engine, rel, d.start_line, d.end_line, limit=n + 1, head=info.get("head"))
-    query = symbol_query(Located(rel, d.start_line, source, d))
-    found = engine.search(query, SearchOptions(k=n + len(exact_all), rerank=False, lanes=TEXT_LANES))
-    seen = {e["commit"]["sha"] for e in exact_all}
-    related = [r for r in found["results"] if r["commit"]["sha"] not in seen][:n]
-    markdown = render_markdown(d.name, exact_all[:n], related, len(exact_all))
-    if len(state.hover_cache) > 512:
-        state.hover_cache.clear()
-    state.hover_cache[key] = markdown
-    return markdown
+    return _markdown(ls, state, rel, d, source)
+
+
+# -- prewarming ---------------------------------------------------------------------------------------------
+# A first hover on a symbol walks its history; doing that for an opened document's definitions in the
+# background (one thread, newest request per document wins, stops when the index starts changing) makes the
+# hovers a reader actually does cache hits.
+
+_PREWARM = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backstory-hover-prewarm")
+_generation: dict[str, int] = {}
+
+
+def _ready(state: RepoState) -> bool:
+    return state.engine.store.exists() and not (state.indexing and state.status.get("phase") == "history")
+
+
+def prewarm_document(ls: BackstoryServer, state: RepoState, uri: str, generation: int) -> int:
+    """Compute the hover of every definition in ``uri`` (up to PREWARM_MAX); returns how many were computed."""
+    rel = _relative(state, uri)
+    language = symbols.language_for_path(rel) if rel else None
+    if rel is None or language not in symbols.supported_languages():
+        return 0
+    try:
+        source = ls.workspace.get_text_document(uri).source.encode("utf-8")
+    except Exception:
+        return 0
+    done = 0
+    for d in _definitions(source, language or "")[:PREWARM_MAX]:
+        if _generation.get(uri) != generation or not _ready(state) or not ls.options.hover:
+            break
+        _markdown(ls, state, rel, d, source)
+        done += 1
+        time.sleep(PREWARM_PAUSE)  # let foreground requests have the interpreter between definitions
+    return done
+
+
+def schedule_prewarm(ls: BackstoryServer, uri: str) -> None:
+    """Queue prewarming of ``uri``'s hovers (superseding any queued run for the same document)."""
+    if not ls.options.hover or not ls.options.hoverPrewarm:
+        return
+    state = ls.repos.for_path(uri_path(uri), ls.options)
+    if state is None or not _ready(state):
+        return
+    generation = _generation.get(uri, 0) + 1
+    _generation[uri] = generation
+    future = _PREWARM.submit(prewarm_document, ls, state, uri, generation)
+    future.add_done_callback(_log_failure)
+
+
+def prewarm_open_documents(ls: BackstoryServer, state: RepoState) -> None:
+    """After indexing (which empties the hover cache), prewarm the repository's open documents again."""
+    for uri in list(ls.workspace.text_documents):
+        if ls.repos.for_path(uri_path(uri), ls.options) is state:
+            schedule_prewarm(ls, uri)
+
+
+def _log_failure(future: Future[int]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("hover prewarm failed: %s", future.exception())
 
 
 async def hover(ls: BackstoryServer, params: types.HoverParams) -> types.Hover | None:
@@ -119,7 +202,7 @@ async def hover(ls: BackstoryServer, params: types.HoverParams) -> types.Hover |
     state = ls.repos.for_path(uri_path(uri), ls.options)
     if state is None:
         return None
-    if not state.engine.store.exists() or (state.indexing and state.status.get("phase") == "history"):
+    if not _ready(state):
         status = state.status
         done, total = status.get("done"), status.get("total")
         progress = f" ({done:,}/{total:,} commits)" if isinstance(done, int) and total else ""
@@ -135,5 +218,10 @@ async def hover(ls: BackstoryServer, params: types.HoverParams) -> types.Hover |
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown))
 
 
+def did_open(ls: BackstoryServer, params: types.DidOpenTextDocumentParams) -> None:
+    schedule_prewarm(ls, params.text_document.uri)
+
+
 def register(ls: BackstoryServer) -> None:
     ls.feature(types.TEXT_DOCUMENT_HOVER)(hover)
+    ls.feature(types.TEXT_DOCUMENT_DID_OPEN)(did_open)

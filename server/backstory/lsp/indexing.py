@@ -21,6 +21,7 @@ from ..index.build import BuildOptions, IndexReport, index_repository
 from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
 from .dense_process import embed_in_child
+from .hover import prewarm_open_documents
 
 if TYPE_CHECKING:
     from .server import BackstoryServer
@@ -114,6 +115,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
             ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
         state.hover_cache.clear()
         ls.send_status(state)
+        if state.status.get("state") == "ready":
+            prewarm_open_documents(ls, state)
 
 
 def _dense_phase(ls: BackstoryServer, state: RepoState, progress: Any) -> None:

@@ -18,6 +18,8 @@ ALIASES = {
     "result_count": "k",
     "hover.enabled": "hover",
     "hover.max": "hoverMax",
+    "hover.prewarm": "hoverPrewarm",
+    "hover_prewarm": "hoverPrewarm",
     "hover_max": "hoverMax",
     "index_dir": "indexDir",
     "index.dir": "indexDir",
@@ -48,6 +50,7 @@ class Options:
     crossEncoderDir: str | None = None
     hover: bool = True
     hoverMax: int = attrs.field(default=3, validator=_positive)
+    hoverPrewarm: bool = True  # compute opened documents' hovers in the background
     indexDir: str | None = None
     modelPath: str | None = None
     exclude: list[str] = attrs.field(factory=list)
