@@ -8,6 +8,7 @@ changed lines fell in (post-image for added lines, pre-image for removed ones), 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,8 +102,9 @@ def exact_commits(
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
     every diff and rename the way ``git log -L start,end:path`` does; newest first.
 
-    The range is carried from child to parent through the graph; a merge (not diffed, its changes are the side
-    branch's commits) passes it on unchanged to each parent.
+    The ranges are carried from child to parent through the graph with git's line-log rules (see
+    :mod:`.search.linelog`); at a merge, the first parent that did not change them takes them alone, and a merge
+    that changed them relative to every parent is listed itself (with no hunks: merges are not indexed).
     """
     if head is None:  # callers that just asked for freshness pass HEAD instead of asking again
         info, _allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
@@ -144,18 +146,11 @@ def exact_commits(
         if current is None:
             continue
         ps = parents.get(sha, [])
+        if len(ps) > 1:
+            if _through_merge(engine, sha, ps, current, merge_changes, sha in indexed_merges, carry):
+                picked.append((sha, []))
+            continue
         for p, spans in current.items():
-            if len(ps) > 1:
-                changed = merge_changes(p)
-                indexed = sha in indexed_merges
-                for parent in ps:  # merges are not indexed: map through their diff to each parent on the fly
-                    if indexed and (sha, parent) not in changed:
-                        carry(parent, p, spans)  # the file is identical in the merge and this parent
-                        continue
-                    mapped_merge = _merge_to_parent(engine, sha, parent, p, spans)
-                    if mapped_merge is not None:
-                        carry(parent, *mapped_merge)
-                continue
             row = changes_of(p).get(sha)
             if row is None:
                 for parent in ps:
@@ -166,7 +161,7 @@ def exact_commits(
                 (row["fid"],),
             ).fetchall()
             shapes = [linelog.HunkShape(h[1], h[2], h[3], h[4], h[5]) for h in hunks]
-            hit = [h[0] for h, shape in zip(hunks, shapes, strict=True) if linelog.set_touches(spans, [shape])]
+            hit = [hunks[i][0] for i in linelog.touched_hunks(spans, shapes)]
             if hit:
                 picked.append((sha, hit))
             mapped = [] if row["change"] == "add" else linelog.set_to_parent(spans, shapes)
@@ -201,27 +196,65 @@ def _blob_at(engine: Engine, commit: str, path: str) -> bytes | None:
     return cache[key]
 
 
+def _through_merge(
+    engine: Engine,
+    merge: str,
+    parents: list[str],
+    current: dict[str, linelog.Ranges],
+    merge_changes: Callable[[str], set[tuple[str, str]]],
+    indexed: bool,
+    carry: Callable[[str, str, linelog.Ranges], None],
+) -> bool:
+    """Carry the ranges through a merge as git's line-log does; True when the merge itself changed them.
+
+    The first parent (in order) whose diff to the merge touches none of the ranges takes all the blame: only it
+    is followed, with the ranges mapped to it. When every parent's diff touches them, the merge is part of the
+    history and each parent gets its mapped ranges."""
+    candidates: list[tuple[str, list[tuple[str, linelog.Ranges]]]] = []
+    for parent in parents:
+        mapped: list[tuple[str, linelog.Ranges]] = []
+        changed = False
+        for p, spans in current.items():
+            if indexed and (merge, parent) not in merge_changes(p):
+                mapped.append((p, spans))  # the file is identical in the merge and this parent
+                continue
+            out, touched = _merge_to_parent(engine, merge, parent, p, spans)
+            changed = changed or touched
+            if out:
+                mapped.append((p, out))
+        if not changed:
+            for p, spans in mapped:
+                carry(parent, p, spans)
+            return False
+        candidates.append((parent, mapped))
+    for parent, mapped in candidates:
+        for p, spans in mapped:
+            carry(parent, p, spans)
+    return True
+
+
 def _merge_to_parent(
     engine: Engine, merge: str, parent: str, path: str, spans: linelog.Ranges
-) -> tuple[str, linelog.Ranges] | None:
-    """Carry a range through a merge to one parent: unchanged if the file is identical there, else mapped
-    through a diff computed now (merges are never indexed, and most do not touch a given file)."""
+) -> tuple[linelog.Ranges, bool]:
+    """A range mapped through a merge to one parent, and whether that diff touched it, from a diff computed now
+    (merges are never indexed, and most do not touch a given file)."""
     mine = _blob_at(engine, merge, path)
     theirs = _blob_at(engine, parent, path)
-    if mine is None or theirs is None:
-        return None if theirs is None else (path, spans)
+    if mine is None:
+        return spans, False
+    if theirs is None:
+        return [], True  # the file is new relative to this parent: every line was added
     if mine == theirs:
-        return path, spans
-    shapes = engine.merge_shapes.get((theirs, mine))
-    if shapes is None:
+        return spans, False
+    diff = engine.merge_shapes.get((theirs, mine))
+    if diff is None:
         store = engine.repo.object_store
         ops = diff_ops(store[theirs].as_raw_string(), store[mine].as_raw_string())  # type: ignore[index]
-        shapes = [linelog.HunkShape(*op) for op in ops]
+        diff = linelog.blocks([linelog.HunkShape(*op) for op in ops])
         if len(engine.merge_shapes) > 20_000:
             engine.merge_shapes.clear()
-        engine.merge_shapes[(theirs, mine)] = shapes
-    mapped = linelog.set_to_parent(spans, shapes)
-    return (path, mapped) if mapped else None
+        engine.merge_shapes[(theirs, mine)] = diff
+    return linelog.map_blocks(spans, diff), linelog.blocks_touch(spans, diff)
 
 
 def symbol_history(engine: Engine, position: str, source: bytes | None = None) -> dict[str, Any]:
