@@ -8,16 +8,17 @@ changed lines fell in (post-image for added lines, pre-image for removed ones), 
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 
 from . import symbols
-from .history.diff import diff_ops
 from .history.repo import HistoryError, head_sha
+from .index import merge_diffs
 from .search import linelog, render
 
 if TYPE_CHECKING:
@@ -84,9 +85,27 @@ def locate(engine: Engine, path: str, line: int, source: bytes | None = None) ->
     if line > max(n_lines, 1):
         raise HistoryError(f"line {line} is past the end of {rel} ({n_lines} lines)")
     language = symbols.language_for_path(rel)
-    defs = symbols.extract_definitions(data, language) if language in symbols.supported_languages() else None
+    defs = _definitions(data, language) if language in symbols.supported_languages() else None
     d = symbols.innermost_definition(defs, line) if defs else None
     return Located(rel, line, data, d)
+
+
+_PARSED: OrderedDict[tuple[str, bytes], list[symbols.Definition] | None] = OrderedDict()
+PARSE_CACHE = 16
+
+
+def _definitions(data: bytes, language: str | None) -> list[symbols.Definition] | None:
+    """Definitions of a file version, memoised by content for the process: the hover and ``history`` ask about
+    several symbols of the same file, and parsing a 1,000-line file costs ~10 ms."""
+    key = (language or "", data)
+    if key in _PARSED:
+        _PARSED.move_to_end(key)
+        return _PARSED[key]
+    defs = symbols.extract_definitions(data, language or "")
+    _PARSED[key] = defs
+    if len(_PARSED) > PARSE_CACHE:
+        _PARSED.popitem(last=False)
+    return defs
 
 
 def _symbol_json(loc: Located) -> dict[str, Any] | None:
@@ -97,7 +116,7 @@ def _symbol_json(loc: Located) -> dict[str, Any] | None:
 
 
 def exact_commits(
-    engine: Engine, path: str, start: int, end: int, limit: int = EXACT_LIMIT, head: str | None = None
+    engine: Engine, path: str, start: int, end: int, limit: int | None = EXACT_LIMIT, head: str | None = None
 ) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
     every diff and rename the way ``git log -L start,end:path`` does; newest first.
@@ -113,22 +132,24 @@ def exact_commits(
         return []
     db = engine.store.db
     parents, order = engine.topology(head)
-    file_rows: dict[str, dict[str, Any]] = {}
-
-    def changes_of(p: str) -> dict[str, Any]:
-        if p not in file_rows:
-            file_rows[p] = {
-                r["sha"]: r for r in db.execute("SELECT fid, sha, change, old_path FROM files WHERE path=?", (p,))
-            }
-        return file_rows[p]
-
-    merge_rows: dict[str, set[tuple[str, str]]] = {}
+    file_rows: dict[str, dict[str, tuple[int, str, str]]] = {}
+    merge_rows: dict[str, dict[tuple[str, str], str | None]] = {}
+    merge_shas: dict[str, set[str]] = {}
     indexed_merges = engine.indexed_merges()
 
-    def merge_changes(p: str) -> set[tuple[str, str]]:
+    def changes_of(p: str) -> dict[str, tuple[int, str, str]]:
+        """Non-merge commits that changed ``p``: sha -> (file id, change kind, old path)."""
+        rows = file_rows.get(p)
+        if rows is None:
+            sql = "SELECT sha, fid, change, old_path FROM files WHERE path=?"
+            rows = file_rows[p] = {r[0]: (r[1], r[2], r[3]) for r in db.execute(sql, (p,))}
+        return rows
+
+    def merge_changes(p: str) -> dict[tuple[str, str], str | None]:
         if p not in merge_rows:
-            rows = db.execute("SELECT sha, parent FROM merge_paths WHERE path=?", (p,))
-            merge_rows[p] = {(r[0], r[1]) for r in rows}
+            rows = db.execute("SELECT sha, parent, ops FROM merge_paths WHERE path=?", (p,)).fetchall()
+            merge_rows[p] = {(r[0], r[1]): r[2] for r in rows}
+            merge_shas[p] = {r[0] for r in rows}
         return merge_rows[p]
 
     ranges: dict[str, dict[str, linelog.Ranges]] = {head: {path: [(start, end)]}}
@@ -139,36 +160,52 @@ def exact_commits(
         old = slot.get(p)
         slot[p] = spans if old is None else linelog.normalize([*old, *spans])
 
+    def pass_on(parent: str, current: dict[str, linelog.Ranges]) -> None:
+        """Hand every range unchanged to ``parent`` (the common case: this commit did not touch the files)."""
+        if parent not in ranges:
+            ranges[parent] = current
+            return
+        for p, spans in current.items():
+            carry(parent, p, spans)
+
     for sha in order:
-        if len(picked) >= limit:
+        if limit is not None and len(picked) >= limit:
             break  # the walk is newest-first: callers that show a few need not walk to the root
         current = ranges.pop(sha, None)
         if current is None:
             continue
         ps = parents.get(sha, [])
         if len(ps) > 1:
-            if _through_merge(engine, sha, ps, current, merge_changes, sha in indexed_merges, carry):
+            indexed = sha in indexed_merges
+            if indexed and not any(merge_changes(p) is not None and sha in merge_shas[p] for p in current):
+                pass_on(ps[0], current)  # identical to every parent in these files: the first takes all
+            elif _through_merge(engine, sha, ps, current, merge_changes, indexed, carry):
                 picked.append((sha, []))
             continue
+        if not any(sha in changes_of(p) for p in current):
+            if ps:
+                pass_on(ps[0], current)
+            continue
+        hits: list[int] = []
         for p, spans in current.items():
             row = changes_of(p).get(sha)
             if row is None:
                 for parent in ps:
                     carry(parent, p, spans)
                 continue
+            fid, change, old_path = row
             hunks = db.execute(
                 "SELECT uid, old_start, old_lines, new_start, new_lines, ops FROM hunks WHERE fid=? ORDER BY idx",
-                (row["fid"],),
+                (fid,),
             ).fetchall()
             shapes = [linelog.HunkShape(h[1], h[2], h[3], h[4], h[5]) for h in hunks]
-            hit = [hunks[i][0] for i in linelog.touched_hunks(spans, shapes)]
-            if hit:
-                picked.append((sha, hit))
-            mapped = [] if row["change"] == "add" else linelog.set_to_parent(spans, shapes)
-            if mapped:
+            touched, mapped = linelog.through(spans, shapes)
+            hits.extend(hunks[i][0] for i in touched)
+            if mapped and change != "add":
                 for parent in ps:
-                    carry(parent, row["old_path"], mapped)
-    picked = picked[:limit]
+                    carry(parent, old_path, mapped)
+        if hits:
+            picked.append((sha, hits))
     commits = render.commit_rows(db, [sha for sha, _ in picked])
     hunk_rows = render.hunk_rows(db, [u for _, us in picked for u in us])
     return [
@@ -181,27 +218,12 @@ def exact_commits(
     ]
 
 
-def _blob_at(engine: Engine, commit: str, path: str) -> bytes | None:
-    """The blob id of ``path`` in ``commit`` (None if absent), memoised per engine."""
-    key = (commit, path)
-    cache = engine.blob_ids
-    if key not in cache:
-        repo = engine.repo
-        try:
-            tree = repo[commit.encode()].tree  # type: ignore[attr-defined]
-            _mode, sha = tree_lookup_path(repo.object_store.__getitem__, tree, path.encode("utf-8", "surrogateescape"))
-            cache[key] = sha
-        except KeyError:
-            cache[key] = None
-    return cache[key]
-
-
 def _through_merge(
     engine: Engine,
     merge: str,
     parents: list[str],
     current: dict[str, linelog.Ranges],
-    merge_changes: Callable[[str], set[tuple[str, str]]],
+    merge_changes: Callable[[str], dict[tuple[str, str], str | None]],
     indexed: bool,
     carry: Callable[[str, str, linelog.Ranges], None],
 ) -> bool:
@@ -209,17 +231,30 @@ def _through_merge(
 
     The first parent (in order) whose diff to the merge touches none of the ranges takes all the blame: only it
     is followed, with the ranges mapped to it. When every parent's diff touches them, the merge is part of the
-    history and each parent gets its mapped ranges."""
+    history and each parent gets its mapped ranges. The diffs were stored at index time (merge_diffs.py); a
+    merge indexed without them, or not indexed yet, is diffed now."""
     candidates: list[tuple[str, list[tuple[str, linelog.Ranges]]]] = []
     for parent in parents:
         mapped: list[tuple[str, linelog.Ranges]] = []
         changed = False
         for p, spans in current.items():
-            if indexed and (merge, parent) not in merge_changes(p):
+            stored = merge_changes(p)
+            key = (merge, parent)
+            if indexed and key not in stored:
                 mapped.append((p, spans))  # the file is identical in the merge and this parent
                 continue
-            out, touched = _merge_to_parent(engine, merge, parent, p, spans)
-            changed = changed or touched
+            ops = stored.get(key) if indexed else None
+            if ops is None or ops == merge_diffs.UNKNOWN:
+                ops = _merge_ops(engine, merge, parent, p)
+            if ops == merge_diffs.UNKNOWN:
+                mapped.append((p, spans))  # objects missing: nothing to compare, as if unchanged
+                continue
+            if ops == merge_diffs.ADDED:
+                changed = True  # every line is new relative to this parent: nothing to carry there
+                continue
+            diff = merge_diffs.decode(ops)
+            changed = changed or linelog.blocks_touch(spans, diff)
+            out = linelog.map_blocks(spans, diff)
             if out:
                 mapped.append((p, out))
         if not changed:
@@ -233,28 +268,19 @@ def _through_merge(
     return True
 
 
-def _merge_to_parent(
-    engine: Engine, merge: str, parent: str, path: str, spans: linelog.Ranges
-) -> tuple[linelog.Ranges, bool]:
-    """A range mapped through a merge to one parent, and whether that diff touched it, from a diff computed now
-    (merges are never indexed, and most do not touch a given file)."""
-    mine = _blob_at(engine, merge, path)
-    theirs = _blob_at(engine, parent, path)
-    if mine is None:
-        return spans, False
-    if theirs is None:
-        return [], True  # the file is new relative to this parent: every line was added
-    if mine == theirs:
-        return spans, False
-    diff = engine.merge_shapes.get((theirs, mine))
-    if diff is None:
-        store = engine.repo.object_store
-        ops = diff_ops(store[theirs].as_raw_string(), store[mine].as_raw_string())  # type: ignore[index]
-        diff = linelog.blocks([linelog.HunkShape(*op) for op in ops])
-        if len(engine.merge_shapes) > 20_000:
-            engine.merge_shapes.clear()
-        engine.merge_shapes[(theirs, mine)] = diff
-    return linelog.map_blocks(spans, diff), linelog.blocks_touch(spans, diff)
+_MERGE_OPS: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str, str], str]] = weakref.WeakKeyDictionary()
+
+
+def _merge_ops(engine: Engine, merge: str, parent: str, path: str) -> str:
+    """A merge's change blocks against one parent, diffed now (memoised per engine)."""
+    cache = _MERGE_OPS.setdefault(engine, {})
+    key = (merge, parent, path)
+    if key not in cache:
+        if len(cache) > 20_000:
+            cache.clear()
+        repo = merge_diffs.open_repository(engine.repo.controldir())
+        cache[key] = merge_diffs.merge_blocks(repo, merge, parent, path)
+    return cache[key]
 
 
 def symbol_history(engine: Engine, position: str, source: bytes | None = None) -> dict[str, Any]:
@@ -271,7 +297,8 @@ def symbol_history(engine: Engine, position: str, source: bytes | None = None) -
         }
     d = loc.definition
     exists = engine.store.exists()
-    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, head=info.get("head")) if exists else []
+    # every commit, as the spec and git log -L do (the hover and prior art cap theirs)
+    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, None, info.get("head")) if exists else []
     return {"symbol": _symbol_json(loc), "commits": commits, "message": None, "_meta": meta}
 
 

@@ -44,7 +44,17 @@ def changes(old: bytes, new: bytes) -> list[Change]:
     if not old or not new:
         n_old, n_new = len(split_lines(old)), len(split_lines(new))
         return [(0, n_old, 0, n_new)] if n_old or n_new else []
+    return _changes(pygit2.Patch.create_from(old, new, context_lines=0, interhunk_lines=0, flag=_FLAGS))
+
+
+def changes_of_blobs(old: pygit2.Blob, new: pygit2.Blob) -> list[tuple[int, int, int, int]]:
+    """git's change blocks between two blobs read by libgit2, as half-open 0-based (old start, old end, new
+    start, new end): the form :mod:`..search.linelog` maps through."""
     patch = pygit2.Patch.create_from(old, new, context_lines=0, interhunk_lines=0, flag=_FLAGS)
+    return [(i1, i1 + n1, i2, i2 + n2) for i1, n1, i2, n2 in _changes(patch)]
+
+
+def _changes(patch: pygit2.Patch) -> list[Change]:
     out: list[Change] = []
     for h in patch.hunks:
         # git's header names the line before an empty side; the 0-based index is then that line number

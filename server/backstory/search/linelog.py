@@ -125,10 +125,19 @@ def set_touches(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -
     return bool(_touched(_half_open(ranges), blocks(hunks)))
 
 
+def through(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> tuple[list[int], Ranges]:
+    """One file diff at once: the indices of the hunks holding a touched block (the hunks to show for this
+    commit) and the ranges mapped to the parent; each hunk's ops are parsed once."""
+    per_hunk = [blocks([h]) for h in hunks]
+    diff = sorted(b for bs in per_hunk for b in bs)
+    touched = set(_touched(_half_open(ranges), diff))
+    hit = [i for i, bs in enumerate(per_hunk) if touched.intersection(bs)]
+    return hit, map_blocks(ranges, diff)
+
+
 def touched_hunks(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> list[int]:
-    """Indices of the stored hunks holding a touched block (the hunks to show for a commit in the history)."""
-    hit = set(_touched(_half_open(ranges), blocks(hunks)))
-    return [i for i, h in enumerate(hunks) if hit.intersection(blocks([h]))]
+    """Indices of the stored hunks holding a touched block."""
+    return through(ranges, hunks)[0]
 
 
 def set_to_parent(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> Ranges:
