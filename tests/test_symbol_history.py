@@ -301,3 +301,33 @@ def test_rewrite_where_patience_and_myers_disagree_matches_git_log_l(repo: GitRe
     tp, ours, oracle, bad = compare_all(repo)
     assert bad == []
     assert tp == ours == oracle > 0
+
+
+def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
+    from backstory.history.diff import changes
+    from backstory.index.merge_diffs import NOT_NEEDED, decode
+
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    repo.git("checkout", "-q", "main")
+    repo.commit("main: wb", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    repo.git("checkout", "-q", "-b", "other", "HEAD~1")
+    repo.commit("other: new module", {"pkg/new.py": "def f():\n    return 1\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "merge other", "other")
+    index_repository(repo.path)
+    engine = Engine(repo.path, models=NO_MODELS)
+    rows = engine.store.db.execute("SELECT sha, parent, path, ops FROM merge_paths ORDER BY sha, parent").fetchall()
+    assert rows and all(r["ops"] is not None for r in rows)
+    for sha, parent, path, ops in rows:
+        first = repo.git("rev-parse", f"{sha}^1").strip()
+        if parent != first and any(r[0] == sha and r[1] == first and r[2] == path for r in rows):
+            assert ops != NOT_NEEDED
+        if ops in (NOT_NEEDED, "A"):
+            continue
+        old = repo.git("show", f"{parent}:{path}").encode()
+        new = repo.git("show", f"{sha}:{path}").encode()
+        assert decode(ops) == [(i, i + n, j, j + m) for i, n, j, m in changes(old, new)]
+    assert {r["ops"] for r in rows} & {NOT_NEEDED, "A"}  # rows a walk never reads are not diffed

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from .search.engine import Engine, SearchOptions
 
 EXACT_LIMIT = 50
+# every file diff of a path with its hunks' shapes, in hunk order (files_path then hunks_fid indexes)
+_FILE_HUNKS = (
+    "SELECT f.sha, f.change, f.old_path, h.uid, h.old_start, h.old_lines, h.new_start, h.new_lines, h.ops "
+    "FROM files f LEFT JOIN hunks h ON h.fid = f.fid WHERE f.path=? ORDER BY f.fid, h.idx"
+)
 QUERY_BODY_CHARS = 1200
 
 
@@ -132,17 +137,22 @@ def exact_commits(
         return []
     db = engine.store.db
     parents, order = engine.topology(head)
-    file_rows: dict[str, dict[str, tuple[int, str, str]]] = {}
+    file_rows: dict[str, dict[str, tuple[str, str, list[Any]]]] = {}
     merge_rows: dict[str, dict[tuple[str, str], str | None]] = {}
     merge_shas: dict[str, set[str]] = {}
     indexed_merges = engine.indexed_merges()
 
-    def changes_of(p: str) -> dict[str, tuple[int, str, str]]:
-        """Non-merge commits that changed ``p``: sha -> (file id, change kind, old path)."""
+    def changes_of(p: str) -> dict[str, tuple[str, str, list[Any]]]:
+        """Non-merge commits that changed ``p``: sha -> (change kind, old path, hunk rows), in one query."""
         rows = file_rows.get(p)
         if rows is None:
-            sql = "SELECT sha, fid, change, old_path FROM files WHERE path=?"
-            rows = file_rows[p] = {r[0]: (r[1], r[2], r[3]) for r in db.execute(sql, (p,))}
+            rows = file_rows[p] = {}
+            for r in db.execute(_FILE_HUNKS, (p,)):
+                entry = rows.get(r[0])
+                if entry is None:
+                    entry = rows[r[0]] = (r[1], r[2], [])
+                if r[3] is not None:
+                    entry[2].append(r[3:])
         return rows
 
     def merge_changes(p: str) -> dict[tuple[str, str], str | None]:
@@ -193,11 +203,7 @@ def exact_commits(
                 for parent in ps:
                     carry(parent, p, spans)
                 continue
-            fid, change, old_path = row
-            hunks = db.execute(
-                "SELECT uid, old_start, old_lines, new_start, new_lines, ops FROM hunks WHERE fid=? ORDER BY idx",
-                (fid,),
-            ).fetchall()
+            change, old_path, hunks = row
             shapes = [linelog.HunkShape(h[1], h[2], h[3], h[4], h[5]) for h in hunks]
             touched, mapped = linelog.through(spans, shapes)
             hits.extend(hunks[i][0] for i in touched)
@@ -244,7 +250,7 @@ def _through_merge(
                 mapped.append((p, spans))  # the file is identical in the merge and this parent
                 continue
             ops = stored.get(key) if indexed else None
-            if ops is None or ops == merge_diffs.UNKNOWN:
+            if ops is None or ops in (merge_diffs.UNKNOWN, merge_diffs.NOT_NEEDED):
                 ops = _merge_ops(engine, merge, parent, p)
             if ops == merge_diffs.UNKNOWN:
                 mapped.append((p, spans))  # objects missing: nothing to compare, as if unchanged

@@ -12,6 +12,7 @@ instead of milliseconds in dulwich, which stays the reader of everything else.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Sequence
 
@@ -23,7 +24,9 @@ from .store import Store
 
 ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
 UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fall back to a diff on the fly
+NOT_NEEDED = "-"  # an earlier parent has the path unchanged: git's walk never compares with this parent
 CHUNK = 500
+BLOB_CACHE_LIMIT = 1 << 20
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,23 +73,47 @@ def merge_blocks(repo: pygit2.Repository, merge: str, parent: str, path: str) ->
 
 
 def fill(store: Store, git_dir: str, cancel: threading.Event | None = None) -> int:
-    """Compute the blocks of every merge path that has none yet (incremental); returns how many were added."""
-    rows = store.db.execute("SELECT rowid, sha, parent, path FROM merge_paths WHERE ops IS NULL").fetchall()
+    """Compute the blocks of every merge path that has none yet (incremental); returns how many were computed.
+
+    Only rows a history walk can reach are diffed: a merge's diff against parent *i* is read only when every
+    earlier parent's diff touched the ranges, so a row whose path is identical in an earlier parent (no row
+    there) is marked NOT_NEEDED instead (two thirds of Flask's rows)."""
+    rows = store.db.execute(
+        "SELECT m.rowid, m.sha, m.parent, m.path, c.parents FROM merge_paths m JOIN commits c ON c.sha = m.sha "
+        "WHERE m.ops IS NULL"
+    ).fetchall()
     if not rows:
         return 0
+    changed = {
+        (r[0], r[1], r[2])
+        for r in store.db.execute(
+            "SELECT sha, parent, path FROM merge_paths "
+            "WHERE sha IN (SELECT DISTINCT sha FROM merge_paths WHERE ops IS NULL)"
+        )
+    }
     repo = open_repository(git_dir)
     done = 0
-    memo: dict[tuple[str, str, str], str] = {}
-    for i in range(0, len(rows), CHUNK):
-        if cancel is not None and cancel.is_set():
-            break
-        out = []
-        for rowid, sha, parent, path in rows[i : i + CHUNK]:
-            key = (sha, parent, path)
-            if key not in memo:
-                memo[key] = merge_blocks(repo, sha, parent, path)
-            out.append((memo[key], rowid))
-        with store.transaction() as db:
-            db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", out)
-        done += len(out)
+    parents_of: dict[str, list[str]] = {}
+    # a merge's blob is often the next merge's parent blob: let libgit2 keep blobs (it caches none by default);
+    # measured on Flask: 1.2-1.45 s of CPU instead of 1.8-1.9 s
+    pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, BLOB_CACHE_LIMIT)
+    try:
+        for i in range(0, len(rows), CHUNK):
+            if cancel is not None and cancel.is_set():
+                break
+            out = []
+            for rowid, sha, parent, path, parents_json in rows[i : i + CHUNK]:
+                parents = parents_of.get(sha)
+                if parents is None:
+                    parents = parents_of[sha] = json.loads(parents_json)
+                earlier = parents[: parents.index(parent)] if parent in parents else []
+                if all((sha, p, path) in changed for p in earlier):
+                    out.append((merge_blocks(repo, sha, parent, path), rowid))
+                    done += 1
+                else:
+                    out.append((NOT_NEEDED, rowid))
+            with store.transaction() as db:
+                db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", out)
+    finally:
+        pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, 0)
     return done
