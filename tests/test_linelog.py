@@ -92,3 +92,23 @@ def test_whole_file_added_and_hunk_ops_survive_truncated_excerpts() -> None:
 def test_final_newline_and_binary_bytes_are_changes_like_in_git() -> None:
     assert changes(b"a\nb", b"a\nb\n") == [(1, 1, 1, 1)]
     assert changes(b"a\x00\nb\n", b"a\x00\nc\n") == [(1, 1, 1, 1)]
+
+
+def test_common_tail_is_trimmed_like_git(tmp_path) -> None:
+    # git cuts identical 1 KiB blocks off the end before a zero-context diff (what git log -L uses); that stops
+    # the compaction from sliding this inserted line to the end of the run of identical lines
+    import subprocess
+
+    tail = "".join(f"    v{i} = {i}\n" for i in range(200))
+    old = "def f():\n" + "    x = 1\n" * 3 + "    y = 2\n" + "    x = 1\n" * 40 + tail
+    new = "def f():\n" + "    x = 1\n" * 3 + "    y = 2\n" + "    x = 1\n" * 41 + tail
+    (tmp_path / "a").write_text(old)
+    (tmp_path / "b").write_text(new)
+    out = subprocess.run(
+        ["git", "diff", "--no-index", "-U0", str(tmp_path / "a"), str(tmp_path / "b")],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    (header,) = [line.split(" @@")[0] for line in out.splitlines() if line.startswith("@@")]
+    ((start, count, _, _, _),) = [op for op in diff_ops(old.encode(), new.encode())]
+    assert header == f"@@ -{start},0 +{start + 1}" and count == 0
+    assert start < 44  # untrimmed, libgit2 alone would put it after the run's last line
