@@ -187,12 +187,21 @@ def exact_commits(
         ps = parents.get(sha, [])
         if len(ps) > 1:
             indexed = sha in indexed_merges
-            if indexed and not any(merge_changes(p) is not None and sha in merge_shas[p] for p in current):
+            for p in current:
+                if p not in merge_shas:
+                    merge_changes(p)
+            if indexed and not any(sha in merge_shas[p] for p in current):
                 pass_on(ps[0], current)  # identical to every parent in these files: the first takes all
             elif _through_merge(engine, sha, ps, current, merge_changes, indexed, carry):
                 picked.append((sha, []))
             continue
-        if not any(sha in changes_of(p) for p in current):
+        here = False
+        for p in current:  # a plain loop: this test runs for every commit of the walk
+            rows = file_rows.get(p)
+            if sha in (rows if rows is not None else changes_of(p)):
+                here = True
+                break
+        if not here:
             if ps:
                 pass_on(ps[0], current)
             continue
