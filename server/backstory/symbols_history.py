@@ -1,8 +1,8 @@
 """Exact symbol history (EXACT provenance) and symbol-at-cursor prior art.
 
-History is answered from the catalogue, not by re-diffing: at index time every hunk records the definitions its
-changed lines fell in (post-image for added lines, pre-image for removed ones), so "every commit that changed
-``Client.send``" is one indexed lookup, followed back through file renames. That is what keeps the hover fast.
+History is answered from the catalogue, not by re-diffing: the definition's line range at HEAD is carried back
+through the stored hunks (git's own change blocks) and the merges' stored blocks with ``git log -L``'s rules,
+so a cold call is SQLite lookups and a walk over the commit graph. That is what keeps the hover fast.
 """
 
 from __future__ import annotations
