@@ -23,6 +23,7 @@ CHANGED_MAX_CHARS = 64_000
 _FLAGS = DiffOption.FORCE_TEXT
 
 Change = tuple[int, int, int, int]  # 0-based: old index, old count, new index, new count
+Buffer = bytes | pygit2.Blob  # what libgit2's diff takes and memoryview reads without copying
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -44,33 +45,42 @@ def changes(old: bytes, new: bytes) -> list[Change]:
     if not old or not new:
         n_old, n_new = len(split_lines(old)), len(split_lines(new))
         return [(0, n_old, 0, n_new)] if n_old or n_new else []
-    old, new = trim_common_tail(old, new)
-    return _changes(pygit2.Patch.create_from(old, new, context_lines=0, interhunk_lines=0, flag=_FLAGS))
+    a, b = trim_common_tail(old, new)
+    return _changes(pygit2.Patch.create_from(a, b, context_lines=0, interhunk_lines=0, flag=_FLAGS))
 
 
-def trim_common_tail(old: bytes, new: bytes) -> tuple[bytes, bytes]:
+def trim_common_tail(old: Buffer, new: Buffer) -> tuple[Buffer, Buffer]:
     """git's ``trim_common_tail`` (xdiff-interface.c), which every zero-context diff git makes goes through,
     ``git log -L``'s included: identical 1 KiB blocks at the end are cut (back to a line start) before diffing.
-    It bounds how far git's change compaction can slide a block down, so it changes where some blocks land."""
+    It bounds how far git's change compaction can slide a block down, so it changes where some blocks land.
+    Returns the inputs themselves when nothing is cut."""
     blk = 1024
-    la, lb = len(old), len(new)
+    va, vb = memoryview(old), memoryview(new)
+    la, lb = len(va), len(vb)
     smaller = min(la, lb)
     trimmed = 0
-    va, vb = memoryview(old), memoryview(new)
     while blk + trimmed <= smaller and va[la - trimmed - blk : la - trimmed] == vb[lb - trimmed - blk : lb - trimmed]:
         trimmed += blk
     if not trimmed:
         return old, new
     start = la - trimmed
-    nl = old.find(b"\n", start, la)
-    cut = 0 if nl < 0 else trimmed - (nl - start + 1)
-    return (old[: la - cut], new[: lb - cut]) if cut else (old, new)
+    recovered = trimmed
+    for pos in range(start, la, 256):  # the first newline of the cut part: usually within a few bytes
+        nl = bytes(va[pos : min(pos + 256, la)]).find(b"\n")
+        if nl >= 0:
+            recovered = pos + nl + 1 - start
+            break
+    cut = trimmed - recovered
+    return (bytes(va[: la - cut]), bytes(vb[: lb - cut])) if cut else (old, new)
 
 
 def changes_of_blobs(old: pygit2.Blob, new: pygit2.Blob) -> list[tuple[int, int, int, int]]:
     """git's change blocks between two blobs read by libgit2, as half-open 0-based (old start, old end, new
-    start, new end): the form :mod:`..search.linelog` maps through."""
-    return [(i1, i1 + n1, i2, i2 + n2) for i1, n1, i2, n2 in changes(old.data, new.data)]
+    start, new end): the form :mod:`..search.linelog` maps through. The blobs' bytes are only copied when the
+    common tail is cut."""
+    a, b = trim_common_tail(old, new)
+    patch = pygit2.Patch.create_from(a, b, context_lines=0, interhunk_lines=0, flag=_FLAGS)
+    return [(i1, i1 + n1, i2, i2 + n2) for i1, n1, i2, n2 in _changes(patch)]
 
 
 def _changes(patch: pygit2.Patch) -> list[Change]:
