@@ -331,3 +331,20 @@ def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
         new = repo.git("show", f"{sha}:{path}").encode()
         assert decode(ops) == [(i, i + n, j, j + m) for i, n, j, m in changes(old, new)]
     assert {r["ops"] for r in rows} & {NOT_NEEDED, "A"}  # rows a walk never reads are not diffed
+
+
+def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(repo: GitRepo) -> None:
+    # the side branch moved the module; relative to main the merge *adds* pkg/files.py: git's line-log finds the
+    # rename there and follows main's history of pkg/io.py (where save() was edited) instead of the side branch
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "move")
+    repo.git("mv", "pkg/io.py", "pkg/files.py")
+    repo.commit("move: rename module", {"pkg/files.py": PY_V1.replace("return fh.read()", "return fh.read(-1)")})
+    repo.git("checkout", "-q", "main")
+    edit = repo.commit("main: binary save", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge move", "move")
+    assert (repo.path / "pkg/files.py").exists() and not (repo.path / "pkg/io.py").exists()
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+    assert edit in git_log_l(repo, "pkg/files.py", 9, 11)  # save() at HEAD: the case is really exercised

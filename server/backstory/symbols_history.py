@@ -267,11 +267,11 @@ def _through_merge(
             if ops == merge_diffs.ADDED:
                 changed = True  # every line is new relative to this parent: nothing to carry there
                 continue
-            diff = merge_diffs.decode(ops)
+            source, diff = merge_diffs.parse(ops, p)
             changed = changed or linelog.blocks_touch(spans, diff)
             out = linelog.map_blocks(spans, diff)
             if out:
-                mapped.append((p, out))
+                mapped.append((source, out))
         if not changed:
             for p, spans in mapped:
                 carry(parent, p, spans)

@@ -17,11 +17,14 @@ import threading
 from collections.abc import Sequence
 
 import pygit2
+from pygit2.enums import DeltaStatus
 
+from ..history import renames
 from ..history.diff import changes_of_blobs
 from ..search.linelog import Block
 from .store import Store
 
+RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
 ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
 UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fall back to a diff on the fly
 NOT_NEEDED = "-"  # an earlier parent has the path unchanged: git's walk never compares with this parent
@@ -54,22 +57,65 @@ def _blob_id(repo: pygit2.Repository, commit: str, path: str) -> pygit2.Oid | No
     return entry.id if entry.type == pygit2.GIT_OBJECT_BLOB else None
 
 
+def _rename_source(repo: pygit2.Repository, merge: str, parent: str, path: str) -> str | None:
+    """The path ``path`` had in ``parent`` if the merge renamed it: git's line-log runs rename detection when a
+    tracked file is new relative to a parent. Candidates are the files the merge deleted relative to that
+    parent; similarity is the reader's (history/renames.py, git's 50 % default), so merges and commits agree."""
+    try:
+        diff = repo[parent].peel(pygit2.Tree).diff_to_tree(repo[merge].peel(pygit2.Tree))  # parent -> merge
+        new_id = _blob_id(repo, merge, path)
+        target = repo[new_id] if new_id is not None else None
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(target, pygit2.Blob):
+        return None
+    best: tuple[int, str] | None = None
+    deleted = [d.old_file for d in diff.deltas if d.status == DeltaStatus.DELETED]
+    for old in deleted[: renames.MAX_PAIRS]:
+        if old.id == new_id:
+            return str(old.path)
+        try:
+            blob = repo[old.id]
+        except KeyError:
+            continue
+        if not isinstance(blob, pygit2.Blob):
+            continue
+        score = renames.similarity(blob.data, target.data)
+        if score >= renames.THRESHOLD and (best is None or (score, old.path) > best):
+            best = (score, str(old.path))
+    return best[1] if best else None
+
+
 def merge_blocks(repo: pygit2.Repository, merge: str, parent: str, path: str) -> str:
-    """The encoded change blocks turning ``path`` in ``parent`` into ``path`` in ``merge`` (or ADDED/UNKNOWN)."""
+    """The encoded change blocks turning ``path`` in ``parent`` into ``path`` in ``merge`` (or ADDED/UNKNOWN);
+    ``R<old path>\t<blocks>`` when the merge renamed the file relative to that parent."""
     mine = _blob_id(repo, merge, path)
     if mine is None:
         return UNKNOWN
     theirs = _blob_id(repo, parent, path)
+    prefix = ""
     if theirs is None:
-        return ADDED
+        source = _rename_source(repo, merge, parent, path)
+        theirs = _blob_id(repo, parent, source) if source is not None else None
+        if source is None or theirs is None:
+            return ADDED
+        prefix = f"{RENAMED}{source}\t"
     if mine == theirs:
-        return ""
+        return prefix
     try:
         old, new = repo[theirs], repo[mine]
     except KeyError:
         return UNKNOWN
     assert isinstance(old, pygit2.Blob) and isinstance(new, pygit2.Blob)
-    return encode(changes_of_blobs(old, new))
+    return prefix + encode(changes_of_blobs(old, new))
+
+
+def parse(ops: str, path: str) -> tuple[str, list[Block]]:
+    """(the path in the parent, the change blocks) of a stored merge row."""
+    if ops.startswith(RENAMED):
+        source, _tab, blocks = ops[len(RENAMED) :].rpartition("\t")
+        return source, decode(blocks)
+    return path, decode(ops)
 
 
 def fill(store: Store, git_dir: str, cancel: threading.Event | None = None) -> int:
