@@ -170,3 +170,34 @@ def test_missing_objects_are_skipped_not_fatal(repo: GitRepo) -> None:
     cd = _diffs(repo)["two"]
     assert cd.skipped.get("missing_object") == 1
     assert sorted(f.path for f in cd.files) == ["b.py", "c.py"]
+
+
+def test_hunks_are_gits_own_diff(tmp_path) -> None:
+    # line for line what `git diff` prints (without the indent heuristic, which git log -L does not use either),
+    # on edits that patience and Myers align differently (repeated lines)
+    import random
+
+    rnd = random.Random(5)
+    pool = ["    x = 1", "    return x", "    pass", "", "    if x:", "        return y", "}"]
+    for case in range(12):
+        old = [rnd.choice(pool) for _ in range(60)]
+        new = list(old)
+        for _ in range(6):
+            i = rnd.randrange(len(new))
+            op = rnd.random()
+            if op < 0.4:
+                new.insert(i, rnd.choice(pool))
+            elif op < 0.7:
+                del new[i]
+            else:
+                new[i] = rnd.choice(pool)
+        a, b = tmp_path / f"a{case}", tmp_path / f"b{case}"
+        a.write_text("\n".join(old) + "\n")
+        b.write_text("\n".join(new) + "\n")
+        out = subprocess.run(
+            ["git", "-c", "diff.indentHeuristic=false", "diff", "--no-index", "-U3", str(a), str(b)],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        git_lines = [line.split(" @@")[0] + " @@" if line.startswith("@@") else line for line in out.splitlines()[4:]]
+        ours = [line for h in diff_hunks(a.read_bytes(), b.read_bytes(), full=True) for line in h.excerpt.split("\n")]
+        assert ours == git_lines, case

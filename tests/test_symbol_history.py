@@ -247,3 +247,104 @@ def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
     tp, ours, oracle, bad = compare_all(repo)
     assert bad == []
     assert tp == ours == oracle > 0
+
+
+def test_merge_that_changed_the_function_against_both_parents_is_listed(repo: GitRepo) -> None:
+    # git log -L lists a merge whose result differs from every parent inside the range (a conflict resolved
+    # by hand), and keeps following both sides
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    repo.git("checkout", "-q", "main")
+    repo.commit("main: lower", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().lower()")})
+    repo.git("merge", "-q", "--no-ff", "--no-commit", "feature", check=False)
+    merge = repo.commit(
+        "merge feature", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().casefold()")}
+    )
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+    assert merge in git_log_l(repo, "pkg/io.py", 4, 6)  # the case is really exercised
+
+
+def test_merge_that_kept_the_first_parent_hides_the_side_branch(repo: GitRepo) -> None:
+    # the side branch edited load() but the merge kept main's version: the first parent takes all the blame,
+    # so git log -L does not follow the side branch (the old walk, carrying to every parent, listed its commit)
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "feature")
+    side = repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    repo.git("checkout", "-q", "main")
+    repo.commit("main: save flushes", {"pkg/io.py": PY_V1.replace("fh.write(data)", "fh.write(data); fh.flush()")})
+    repo.git("merge", "-q", "--no-ff", "-s", "ours", "-m", "merge feature, keep ours", "feature")
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+    assert side not in git_log_l(repo, "pkg/io.py", 4, 6)
+
+
+REWRITE_V1 = "def f():\n    y = x\n    return x\n\ndef g():\n    x = 1\n    x = 1\n\ndef h():\n    return y\n"
+# patience aligns old lines 6-8 with new 6-9 as one replaced block; git's Myers inserts two lines after "def g():"
+# and removes the blank line before "def h():" (two blocks, different old sides)
+REWRITE_V2 = (
+    "def f():\n    y = x\n    return x\n\ndef g():\n    return y\n    x = 1\n    x = 1\n    x = 1\ndef h():\n"
+    "    return y\n"
+)
+
+
+def test_rewrite_where_patience_and_myers_disagree_matches_git_log_l(repo: GitRepo) -> None:
+    repo.commit("v0", {"m.py": REWRITE_V1.replace("\n\ndef h", "\n# h next\ndef h")})
+    # git maps g through the rewrite to old lines 5-7 only: this edit of line 8 is not part of g's history
+    repo.commit("drop the comment", {"m.py": REWRITE_V1})
+    repo.commit("h returns more", {"m.py": REWRITE_V1.replace("return y", "return y + 1")})
+    repo.commit("rewrite g", {"m.py": REWRITE_V2.removesuffix("return y\n") + "return y + 1\n"})
+    repo.commit("f edited", {"m.py": (repo.path / "m.py").read_text().replace("y = x", "y = -x")})
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+
+
+def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
+    from backstory.history.diff import changes
+    from backstory.index.merge_diffs import NOT_NEEDED, decode
+
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    repo.git("checkout", "-q", "main")
+    repo.commit("main: wb", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    repo.git("checkout", "-q", "-b", "other", "HEAD~1")
+    repo.commit("other: new module", {"pkg/new.py": "def f():\n    return 1\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "merge other", "other")
+    index_repository(repo.path)
+    engine = Engine(repo.path, models=NO_MODELS)
+    rows = engine.store.db.execute("SELECT sha, parent, path, ops FROM merge_paths ORDER BY sha, parent").fetchall()
+    assert rows and all(r["ops"] is not None for r in rows)
+    for sha, parent, path, ops in rows:
+        first = repo.git("rev-parse", f"{sha}^1").strip()
+        if parent != first and any(r[0] == sha and r[1] == first and r[2] == path for r in rows):
+            assert ops != NOT_NEEDED
+        if ops in (NOT_NEEDED, "A"):
+            continue
+        old = repo.git("show", f"{parent}:{path}").encode()
+        new = repo.git("show", f"{sha}:{path}").encode()
+        assert decode(ops) == [(i, i + n, j, j + m) for i, n, j, m in changes(old, new)]
+    assert {r["ops"] for r in rows} & {NOT_NEEDED, "A"}  # rows a walk never reads are not diffed
+
+
+def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(repo: GitRepo) -> None:
+    # the side branch moved the module; relative to main the merge *adds* pkg/files.py: git's line-log finds the
+    # rename there and follows main's history of pkg/io.py (where save() was edited) instead of the side branch
+    repo.commit("v1", {"pkg/io.py": PY_V1})
+    repo.git("checkout", "-q", "-b", "move")
+    repo.git("mv", "pkg/io.py", "pkg/files.py")
+    repo.commit("move: rename module", {"pkg/files.py": PY_V1.replace("return fh.read()", "return fh.read(-1)")})
+    repo.git("checkout", "-q", "main")
+    edit = repo.commit("main: binary save", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge move", "move")
+    assert (repo.path / "pkg/files.py").exists() and not (repo.path / "pkg/io.py").exists()
+    tp, ours, oracle, bad = compare_all(repo)
+    assert bad == []
+    assert tp == ours == oracle > 0
+    assert edit in git_log_l(repo, "pkg/files.py", 9, 11)  # save() at HEAD: the case is really exercised

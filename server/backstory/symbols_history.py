@@ -1,28 +1,35 @@
 """Exact symbol history (EXACT provenance) and symbol-at-cursor prior art.
 
-History is answered from the catalogue, not by re-diffing: at index time every hunk records the definitions its
-changed lines fell in (post-image for added lines, pre-image for removed ones), so "every commit that changed
-``Client.send``" is one indexed lookup, followed back through file renames. That is what keeps the hover fast.
+History is answered from the catalogue, not by re-diffing: the definition's line range at HEAD is carried back
+through the stored hunks (git's own change blocks) and the merges' stored blocks with ``git log -L``'s rules,
+so a cold call is SQLite lookups and a walk over the commit graph. That is what keeps the hover fast.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 
 from . import symbols
-from .history.diff import diff_ops
 from .history.repo import HistoryError, head_sha
+from .index import merge_diffs
 from .search import linelog, render
 
 if TYPE_CHECKING:
     from .search.engine import Engine, SearchOptions
 
 EXACT_LIMIT = 50
+# every file diff of a path with its hunks' shapes, in hunk order (files_path then hunks_fid indexes)
+_FILE_HUNKS = (
+    "SELECT f.sha, f.change, f.old_path, h.uid, h.old_start, h.old_lines, h.new_start, h.new_lines, h.ops "
+    "FROM files f LEFT JOIN hunks h ON h.fid = f.fid WHERE f.path=? ORDER BY f.fid, h.idx"
+)
 QUERY_BODY_CHARS = 1200
 
 
@@ -83,9 +90,27 @@ def locate(engine: Engine, path: str, line: int, source: bytes | None = None) ->
     if line > max(n_lines, 1):
         raise HistoryError(f"line {line} is past the end of {rel} ({n_lines} lines)")
     language = symbols.language_for_path(rel)
-    defs = symbols.extract_definitions(data, language) if language in symbols.supported_languages() else None
+    defs = _definitions(data, language) if language in symbols.supported_languages() else None
     d = symbols.innermost_definition(defs, line) if defs else None
     return Located(rel, line, data, d)
+
+
+_PARSED: OrderedDict[tuple[str, bytes], list[symbols.Definition] | None] = OrderedDict()
+PARSE_CACHE = 16
+
+
+def _definitions(data: bytes, language: str | None) -> list[symbols.Definition] | None:
+    """Definitions of a file version, memoised by content for the process: the hover and ``history`` ask about
+    several symbols of the same file, and parsing a 1,000-line file costs ~10 ms."""
+    key = (language or "", data)
+    if key in _PARSED:
+        _PARSED.move_to_end(key)
+        return _PARSED[key]
+    defs = symbols.extract_definitions(data, language or "")
+    _PARSED[key] = defs
+    if len(_PARSED) > PARSE_CACHE:
+        _PARSED.popitem(last=False)
+    return defs
 
 
 def _symbol_json(loc: Located) -> dict[str, Any] | None:
@@ -96,13 +121,14 @@ def _symbol_json(loc: Located) -> dict[str, Any] | None:
 
 
 def exact_commits(
-    engine: Engine, path: str, start: int, end: int, limit: int = EXACT_LIMIT, head: str | None = None
+    engine: Engine, path: str, start: int, end: int, limit: int | None = EXACT_LIMIT, head: str | None = None
 ) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
     every diff and rename the way ``git log -L start,end:path`` does; newest first.
 
-    The range is carried from child to parent through the graph; a merge (not diffed, its changes are the side
-    branch's commits) passes it on unchanged to each parent.
+    The ranges are carried from child to parent through the graph with git's line-log rules (see
+    :mod:`.search.linelog`); at a merge, the first parent that did not change them takes them alone, and a merge
+    that changed them relative to every parent is listed itself (with no hunks: merges are not indexed).
     """
     if head is None:  # callers that just asked for freshness pass HEAD instead of asking again
         info, _allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
@@ -111,22 +137,29 @@ def exact_commits(
         return []
     db = engine.store.db
     parents, order = engine.topology(head)
-    file_rows: dict[str, dict[str, Any]] = {}
-
-    def changes_of(p: str) -> dict[str, Any]:
-        if p not in file_rows:
-            file_rows[p] = {
-                r["sha"]: r for r in db.execute("SELECT fid, sha, change, old_path FROM files WHERE path=?", (p,))
-            }
-        return file_rows[p]
-
-    merge_rows: dict[str, set[tuple[str, str]]] = {}
+    file_rows: dict[str, dict[str, tuple[str, str, list[Any]]]] = {}
+    merge_rows: dict[str, dict[tuple[str, str], str | None]] = {}
+    merge_shas: dict[str, set[str]] = {}
     indexed_merges = engine.indexed_merges()
 
-    def merge_changes(p: str) -> set[tuple[str, str]]:
+    def changes_of(p: str) -> dict[str, tuple[str, str, list[Any]]]:
+        """Non-merge commits that changed ``p``: sha -> (change kind, old path, hunk rows), in one query."""
+        rows = file_rows.get(p)
+        if rows is None:
+            rows = file_rows[p] = {}
+            for r in db.execute(_FILE_HUNKS, (p,)):
+                entry = rows.get(r[0])
+                if entry is None:
+                    entry = rows[r[0]] = (r[1], r[2], [])
+                if r[3] is not None:
+                    entry[2].append(r[3:])
+        return rows
+
+    def merge_changes(p: str) -> dict[tuple[str, str], str | None]:
         if p not in merge_rows:
-            rows = db.execute("SELECT sha, parent FROM merge_paths WHERE path=?", (p,))
-            merge_rows[p] = {(r[0], r[1]) for r in rows}
+            rows = db.execute("SELECT sha, parent, ops FROM merge_paths WHERE path=?", (p,)).fetchall()
+            merge_rows[p] = {(r[0], r[1]): r[2] for r in rows}
+            merge_shas[p] = {r[0] for r in rows}
         return merge_rows[p]
 
     ranges: dict[str, dict[str, linelog.Ranges]] = {head: {path: [(start, end)]}}
@@ -137,43 +170,57 @@ def exact_commits(
         old = slot.get(p)
         slot[p] = spans if old is None else linelog.normalize([*old, *spans])
 
+    def pass_on(parent: str, current: dict[str, linelog.Ranges]) -> None:
+        """Hand every range unchanged to ``parent`` (the common case: this commit did not touch the files)."""
+        if parent not in ranges:
+            ranges[parent] = current
+            return
+        for p, spans in current.items():
+            carry(parent, p, spans)
+
     for sha in order:
-        if len(picked) >= limit:
+        if limit is not None and len(picked) >= limit:
             break  # the walk is newest-first: callers that show a few need not walk to the root
         current = ranges.pop(sha, None)
         if current is None:
             continue
         ps = parents.get(sha, [])
+        if len(ps) > 1:
+            indexed = sha in indexed_merges
+            for p in current:
+                if p not in merge_shas:
+                    merge_changes(p)
+            if indexed and not any(sha in merge_shas[p] for p in current):
+                pass_on(ps[0], current)  # identical to every parent in these files: the first takes all
+            elif _through_merge(engine, sha, ps, current, merge_changes, indexed, carry):
+                picked.append((sha, []))
+            continue
+        here = False
+        for p in current:  # a plain loop: this test runs for every commit of the walk
+            rows = file_rows.get(p)
+            if sha in (rows if rows is not None else changes_of(p)):
+                here = True
+                break
+        if not here:
+            if ps:
+                pass_on(ps[0], current)
+            continue
+        hits: list[int] = []
         for p, spans in current.items():
-            if len(ps) > 1:
-                changed = merge_changes(p)
-                indexed = sha in indexed_merges
-                for parent in ps:  # merges are not indexed: map through their diff to each parent on the fly
-                    if indexed and (sha, parent) not in changed:
-                        carry(parent, p, spans)  # the file is identical in the merge and this parent
-                        continue
-                    mapped_merge = _merge_to_parent(engine, sha, parent, p, spans)
-                    if mapped_merge is not None:
-                        carry(parent, *mapped_merge)
-                continue
             row = changes_of(p).get(sha)
             if row is None:
                 for parent in ps:
                     carry(parent, p, spans)
                 continue
-            hunks = db.execute(
-                "SELECT uid, old_start, old_lines, new_start, new_lines, ops FROM hunks WHERE fid=? ORDER BY idx",
-                (row["fid"],),
-            ).fetchall()
+            change, old_path, hunks = row
             shapes = [linelog.HunkShape(h[1], h[2], h[3], h[4], h[5]) for h in hunks]
-            hit = [h[0] for h, shape in zip(hunks, shapes, strict=True) if linelog.set_touches(spans, [shape])]
-            if hit:
-                picked.append((sha, hit))
-            mapped = [] if row["change"] == "add" else linelog.set_to_parent(spans, shapes)
-            if mapped:
+            touched, mapped = linelog.through(spans, shapes)
+            hits.extend(hunks[i][0] for i in touched)
+            if mapped and change != "add":
                 for parent in ps:
-                    carry(parent, row["old_path"], mapped)
-    picked = picked[:limit]
+                    carry(parent, old_path, mapped)
+        if hits:
+            picked.append((sha, hits))
     commits = render.commit_rows(db, [sha for sha, _ in picked])
     hunk_rows = render.hunk_rows(db, [u for _, us in picked for u in us])
     return [
@@ -186,42 +233,69 @@ def exact_commits(
     ]
 
 
-def _blob_at(engine: Engine, commit: str, path: str) -> bytes | None:
-    """The blob id of ``path`` in ``commit`` (None if absent), memoised per engine."""
-    key = (commit, path)
-    cache = engine.blob_ids
+def _through_merge(
+    engine: Engine,
+    merge: str,
+    parents: list[str],
+    current: dict[str, linelog.Ranges],
+    merge_changes: Callable[[str], dict[tuple[str, str], str | None]],
+    indexed: bool,
+    carry: Callable[[str, str, linelog.Ranges], None],
+) -> bool:
+    """Carry the ranges through a merge as git's line-log does; True when the merge itself changed them.
+
+    The first parent (in order) whose diff to the merge touches none of the ranges takes all the blame: only it
+    is followed, with the ranges mapped to it. When every parent's diff touches them, the merge is part of the
+    history and each parent gets its mapped ranges. The diffs were stored at index time (merge_diffs.py); a
+    merge indexed without them, or not indexed yet, is diffed now."""
+    candidates: list[tuple[str, list[tuple[str, linelog.Ranges]]]] = []
+    for parent in parents:
+        mapped: list[tuple[str, linelog.Ranges]] = []
+        changed = False
+        for p, spans in current.items():
+            stored = merge_changes(p)
+            key = (merge, parent)
+            if indexed and key not in stored:
+                mapped.append((p, spans))  # the file is identical in the merge and this parent
+                continue
+            ops = stored.get(key) if indexed else None
+            if ops is None or ops in (merge_diffs.UNKNOWN, merge_diffs.NOT_NEEDED):
+                ops = _merge_ops(engine, merge, parent, p)
+            if ops == merge_diffs.UNKNOWN:
+                mapped.append((p, spans))  # objects missing: nothing to compare, as if unchanged
+                continue
+            if ops == merge_diffs.ADDED:
+                changed = True  # every line is new relative to this parent: nothing to carry there
+                continue
+            source, diff = merge_diffs.parse(ops, p)
+            changed = changed or linelog.blocks_touch(spans, diff)
+            out = linelog.map_blocks(spans, diff)
+            if out:
+                mapped.append((source, out))
+        if not changed:
+            for p, spans in mapped:
+                carry(parent, p, spans)
+            return False
+        candidates.append((parent, mapped))
+    for parent, mapped in candidates:
+        for p, spans in mapped:
+            carry(parent, p, spans)
+    return True
+
+
+_MERGE_OPS: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str, str], str]] = weakref.WeakKeyDictionary()
+
+
+def _merge_ops(engine: Engine, merge: str, parent: str, path: str) -> str:
+    """A merge's change blocks against one parent, diffed now (memoised per engine)."""
+    cache = _MERGE_OPS.setdefault(engine, {})
+    key = (merge, parent, path)
     if key not in cache:
-        repo = engine.repo
-        try:
-            tree = repo[commit.encode()].tree  # type: ignore[attr-defined]
-            _mode, sha = tree_lookup_path(repo.object_store.__getitem__, tree, path.encode("utf-8", "surrogateescape"))
-            cache[key] = sha
-        except KeyError:
-            cache[key] = None
+        if len(cache) > 20_000:
+            cache.clear()
+        repo = merge_diffs.open_repository(engine.repo.controldir())
+        cache[key] = merge_diffs.merge_blocks(repo, merge, parent, path)
     return cache[key]
-
-
-def _merge_to_parent(
-    engine: Engine, merge: str, parent: str, path: str, spans: linelog.Ranges
-) -> tuple[str, linelog.Ranges] | None:
-    """Carry a range through a merge to one parent: unchanged if the file is identical there, else mapped
-    through a diff computed now (merges are never indexed, and most do not touch a given file)."""
-    mine = _blob_at(engine, merge, path)
-    theirs = _blob_at(engine, parent, path)
-    if mine is None or theirs is None:
-        return None if theirs is None else (path, spans)
-    if mine == theirs:
-        return path, spans
-    shapes = engine.merge_shapes.get((theirs, mine))
-    if shapes is None:
-        store = engine.repo.object_store
-        ops = diff_ops(store[theirs].as_raw_string(), store[mine].as_raw_string())  # type: ignore[index]
-        shapes = [linelog.HunkShape(*op) for op in ops]
-        if len(engine.merge_shapes) > 20_000:
-            engine.merge_shapes.clear()
-        engine.merge_shapes[(theirs, mine)] = shapes
-    mapped = linelog.set_to_parent(spans, shapes)
-    return (path, mapped) if mapped else None
 
 
 def symbol_history(engine: Engine, position: str, source: bytes | None = None) -> dict[str, Any]:
@@ -238,7 +312,8 @@ def symbol_history(engine: Engine, position: str, source: bytes | None = None) -
         }
     d = loc.definition
     exists = engine.store.exists()
-    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, head=info.get("head")) if exists else []
+    # every commit, as the spec and git log -L do (the hover and prior art cap theirs)
+    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, None, info.get("head")) if exists else []
     return {"symbol": _symbol_json(loc), "commits": commits, "message": None, "_meta": meta}
 
 

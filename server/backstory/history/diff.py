@@ -1,24 +1,29 @@
 """Line diff of two blobs into unified hunks, with the exact changed line numbers.
 
-Uses patiencediff's C matcher (the algorithm family git's histogram diff belongs to) because difflib is far too
-slow on large files; hunks use three lines of context like ``git diff``.
+The change blocks come from libgit2's xdiff (through pygit2, on the two blobs' bytes): the same Myers diff
+with git's change compaction that ``git diff`` and ``git log -L`` use, so the blocks exact symbol history maps
+line ranges through are git's own (a patience diff aligns rewritten regions differently and sent the tracked
+range to other old lines: precision 0.84 / recall 0.90 against ``git log -L`` on Flask). Blocks are grouped
+into hunks with three lines of context the way ``git diff`` groups them.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
-from patiencediff import PatienceSequenceMatcher
+import pygit2
+from pygit2.enums import DiffOption
 
 from .model import Hunk
 
 CONTEXT = 3
-_WORDS = re.compile(rb"\w+")
-SMALL_BLOCK = 3
 EXCERPT_MAX_LINES = 80
 EXCERPT_MAX_CHARS = 6000
 CHANGED_MAX_CHARS = 64_000
+# git log -L diffs with default xdiff options (no indent heuristic); FORCE_TEXT: callers already skip binaries,
+# and a stray NUL byte must not turn a text file's diff into "binary files differ" (no hunks).
+_FLAGS = DiffOption.FORCE_TEXT
+
+Change = tuple[int, int, int, int]  # 0-based: old index, old count, new index, new count
+Buffer = bytes | pygit2.Blob  # what libgit2's diff takes and memoryview reads without copying
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -31,6 +36,74 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
+def changes(old: bytes, new: bytes) -> list[Change]:
+    """git's change blocks (zero context): maximal runs of removed and/or added lines between unchanged ones.
+
+    A last line that differs only by its final newline is a change, as in git."""
+    if old == new:
+        return []
+    if not old or not new:
+        n_old, n_new = len(split_lines(old)), len(split_lines(new))
+        return [(0, n_old, 0, n_new)] if n_old or n_new else []
+    a, b = trim_common_tail(old, new)
+    return _changes(pygit2.Patch.create_from(a, b, context_lines=0, interhunk_lines=0, flag=_FLAGS))
+
+
+def trim_common_tail(old: Buffer, new: Buffer) -> tuple[Buffer, Buffer]:
+    """git's ``trim_common_tail`` (xdiff-interface.c), which every zero-context diff git makes goes through,
+    ``git log -L``'s included: identical 1 KiB blocks at the end are cut (back to a line start) before diffing.
+    It bounds how far git's change compaction can slide a block down, so it changes where some blocks land.
+    Returns the inputs themselves when nothing is cut."""
+    blk = 1024
+    va, vb = memoryview(old), memoryview(new)
+    la, lb = len(va), len(vb)
+    smaller = min(la, lb)
+    trimmed = 0
+    while blk + trimmed <= smaller and va[la - trimmed - blk : la - trimmed] == vb[lb - trimmed - blk : lb - trimmed]:
+        trimmed += blk
+    if not trimmed:
+        return old, new
+    start = la - trimmed
+    recovered = trimmed
+    for pos in range(start, la, 256):  # the first newline of the cut part: usually within a few bytes
+        nl = bytes(va[pos : min(pos + 256, la)]).find(b"\n")
+        if nl >= 0:
+            recovered = pos + nl + 1 - start
+            break
+    cut = trimmed - recovered
+    return (bytes(va[: la - cut]), bytes(vb[: lb - cut])) if cut else (old, new)
+
+
+def changes_of_blobs(old: pygit2.Blob, new: pygit2.Blob) -> list[tuple[int, int, int, int]]:
+    """git's change blocks between two blobs read by libgit2, as half-open 0-based (old start, old end, new
+    start, new end): the form :mod:`..search.linelog` maps through. The blobs' bytes are only copied when the
+    common tail is cut."""
+    a, b = trim_common_tail(old, new)
+    patch = pygit2.Patch.create_from(a, b, context_lines=0, interhunk_lines=0, flag=_FLAGS)
+    return [(i1, i1 + n1, i2, i2 + n2) for i1, n1, i2, n2 in _changes(patch)]
+
+
+def _changes(patch: pygit2.Patch) -> list[Change]:
+    out: list[Change] = []
+    for h in patch.hunks:
+        # git's header names the line before an empty side; the 0-based index is then that line number
+        i1 = h.old_start - 1 if h.old_lines else h.old_start
+        i2 = h.new_start - 1 if h.new_lines else h.new_start
+        out.append((i1, h.old_lines, i2, h.new_lines))
+    return out
+
+
+def _group(blocks: list[Change], context: int) -> list[list[Change]]:
+    """Blocks whose unchanged gap is at most twice the context share a hunk (git's rule)."""
+    groups: list[list[Change]] = []
+    for c in blocks:
+        if groups and c[0] - (groups[-1][-1][0] + groups[-1][-1][1]) <= 2 * context:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
 def _decode(line: bytes) -> str:
     return line.decode("utf-8", "replace").rstrip("\r")
 
@@ -39,37 +112,45 @@ def _range(start: int, count: int) -> str:
     return f"{start}" if count == 1 else f"{start},{count}"
 
 
+def _header_start(index: int, count: int) -> int:
+    """1-based start of a side in a hunk header: the first line, or the line before an empty side."""
+    return index + 1 if count else index
+
+
 def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
-    """Hunks turning ``old`` into ``new``; 1-based line numbers. ``full`` keeps excerpts untruncated (for show)."""
+    """Hunks turning ``old`` into ``new``; 1-based line numbers. ``full`` keeps excerpts untruncated (for show).
+
+    ``ops`` spells each hunk line by line, run-length (``3=2-1+3=``): line-range tracking reads git's change
+    blocks back from it (the runs between ``=``), whatever the context or the excerpt's truncation."""
+    blocks = changes(old, new)
+    if not blocks:
+        return []
     a = split_lines(old)
     b = split_lines(new)
-    if not a and not b:
-        return []
-    if not a or not b:
-        groups: Iterable[list[tuple[str, int, int, int, int]]] = [
-            [("insert" if not a else "delete", 0, len(a), 0, len(b))]
-        ]
-    else:
-        groups = PatienceSequenceMatcher(None, a, b).get_grouped_opcodes(CONTEXT)
     hunks: list[Hunk] = []
-    for group in groups:
-        i1, j1 = group[0][1], group[0][3]
-        i2, j2 = group[-1][2], group[-1][4]
-        old_start = i1 + 1 if i2 > i1 else i1
-        new_start = j1 + 1 if j2 > j1 else j1
-        header = f"@@ -{_range(old_start, i2 - i1)} +{_range(new_start, j2 - j1)} @@"
-        out: list[str] = [header]
+    for group in _group(blocks, CONTEXT):
+        first, last = group[0], group[-1]
+        lead = min(CONTEXT, first[0], first[2])
+        i1, j1 = first[0] - lead, first[2] - lead
+        tail = min(CONTEXT, len(a) - (last[0] + last[1]), len(b) - (last[2] + last[3]))
+        i2, j2 = last[0] + last[1] + tail, last[2] + last[3] + tail
+        old_start, new_start = _header_start(i1, i2 - i1), _header_start(j1, j2 - j1)
+        out: list[str] = [f"@@ -{_range(old_start, i2 - i1)} +{_range(new_start, j2 - j1)} @@"]
         changed: list[str] = []
         changed_len = 0
         added: list[int] = []
         removed: list[int] = []
         ops: list[str] = []
-        for tag, ai1, ai2, bj1, bj2 in group:
-            ops.extend(_block_ops(tag, a[ai1:ai2], b[bj1:bj2]))
-            if tag == "equal":
-                out.extend(" " + _decode(line) for line in a[ai1:ai2])
-                continue
-            sides = (("-", a, ai1, ai2, removed), ("+", b, bj1, bj2, added))
+        pos = i1
+        for ci, cn, cj, cm in group:
+            if ci > pos:
+                ops.append(f"{ci - pos}=")
+                out.extend(" " + _decode(line) for line in a[pos:ci])
+            if cn:
+                ops.append(f"{cn}-")
+            if cm:
+                ops.append(f"{cm}+")
+            sides = (("-", a, ci, ci + cn, removed), ("+", b, cj, cj + cm, added))
             for mark, lines, lo, hi, numbers in sides:
                 for k in range(lo, hi):
                     text = _decode(lines[k])
@@ -78,6 +159,10 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
                     if changed_len < CHANGED_MAX_CHARS:
                         changed.append(text)
                         changed_len += len(text) + 1
+            pos = ci + cn
+        if i2 > pos:
+            ops.append(f"{i2 - pos}=")
+            out.extend(" " + _decode(line) for line in a[pos:i2])
         excerpt, truncated = ("\n".join(out), False) if full else _truncate(out)
         hunks.append(
             Hunk(
@@ -97,44 +182,13 @@ def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
 
 
 def diff_ops(old: bytes, new: bytes) -> list[tuple[int, int, int, int, str]]:
-    """Just the shape of each hunk, (old_start, old_lines, new_start, new_lines, ops), without decoding text:
-    what line-range tracking needs, at a fraction of :func:`diff_hunks`' cost."""
-    a = split_lines(old)
-    b = split_lines(new)
-    if not a or not b:
-        if not a and not b:
-            return []
-        return [(0, 0, 1, len(b), f"{len(b)}+")] if not a else [(1, len(a), 0, 0, f"{len(a)}-")]
+    """Just the shape of each change block, (old_start, old_lines, new_start, new_lines, ops), without reading
+    any text: what line-range tracking needs (merges are diffed on the fly), at a fraction of :func:`diff_hunks`'
+    cost."""
     out = []
-    for group in PatienceSequenceMatcher(None, a, b).get_grouped_opcodes(0):
-        i1, j1, i2, j2 = group[0][1], group[0][3], group[-1][2], group[-1][4]
-        ops = []
-        for tag, ai1, ai2, bj1, bj2 in group:
-            ops.extend(_block_ops(tag, a[ai1:ai2], b[bj1:bj2]))
-        out.append((i1 + 1 if i2 > i1 else i1, i2 - i1, j1 + 1 if j2 > j1 else j1, j2 - j1, "".join(ops)))
-    return out
-
-
-def _block_ops(tag: str, old: list[bytes], new: list[bytes]) -> list[str]:
-    """Run-length ops of one opcode. A rewrite (most new lines repeat old ones modulo indentation, or a small
-    block mostly reuses the old words: an edited line) is written ``d``/``a`` instead of ``-``/``+``: line-range
-    tracking follows rewrites into the old lines, but not unrelated code that merely took their place."""
-    if tag == "equal":
-        return [f"{len(old)}="]
-    out: list[str] = []
-    similar = False
-    if old and new:
-        olds = {line.strip() for line in old if line.strip()}
-        news = [line.strip() for line in new if line.strip()]
-        similar = bool(news) and sum(1 for line in news if line in olds) * 2 >= len(news)
-        if not similar and len(old) <= SMALL_BLOCK and len(new) <= SMALL_BLOCK:  # an edited line or two
-            old_words = set(_WORDS.findall(b" ".join(old)))
-            new_words = set(_WORDS.findall(b" ".join(new)))
-            similar = not new_words or len(new_words & old_words) * 2 >= len(new_words)
-    if old:
-        out.append(f"{len(old)}{'d' if similar else '-'}")
-    if new:
-        out.append(f"{len(new)}{'a' if similar else '+'}")
+    for ci, cn, cj, cm in changes(old, new):
+        ops = (f"{cn}-" if cn else "") + (f"{cm}+" if cm else "")
+        out.append((_header_start(ci, cn), cn, _header_start(cj, cm), cm, ops))
     return out
 
 

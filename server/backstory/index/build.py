@@ -21,6 +21,7 @@ from dulwich.repo import Repo
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
+from . import merge_diffs
 from .graph import reachable
 from .parallel import read_all
 from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
@@ -172,6 +173,8 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             done += len(batch)
             if progress:
                 progress("history", done, total)
+        if not report.cancelled:  # merges' change blocks, for exact symbol history (not searched)
+            merge_diffs.fill(store, repo.controldir(), cancel)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import __version__
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
@@ -53,7 +53,9 @@ CREATE TABLE IF NOT EXISTS hunks (
 CREATE INDEX IF NOT EXISTS files_path ON files(path);
 CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
 CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
-CREATE TABLE IF NOT EXISTS merge_paths (sha TEXT NOT NULL, parent TEXT NOT NULL, path TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS merge_paths (
+  sha TEXT NOT NULL, parent TEXT NOT NULL, path TEXT NOT NULL, ops TEXT  -- ops: index/merge_diffs.py
+);
 CREATE INDEX IF NOT EXISTS merge_paths_path ON merge_paths(path);
 CREATE INDEX IF NOT EXISTS merge_paths_sha ON merge_paths(sha);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -1,19 +1,25 @@
-"""Line-range tracking through diffs, the way ``git log -L`` follows a range back in history — pure functions.
+"""Line-range tracking through diffs, exactly the way ``git log -L`` follows a range back in history — pure.
 
-A hunk is described by its start lines and its run-length operations (``3=2-1+3=``: 3 unchanged, 2 removed,
-1 added, 3 unchanged; ``d``/``a`` mark a rewrite block). :func:`touches` says whether a change touched a range
-of post-image lines (an added line inside, or a removal strictly between two of its lines), and
-:func:`set_to_parent` maps a set of ranges to the pre-image (empty when every line was added here: born).
+A stored hunk is described by its start lines and its run-length operations (``3=2-1+3=``: 3 unchanged,
+2 removed, 1 added, 3 unchanged). The runs between unchanged lines are git's change blocks (xdiff with zero
+context, as line-log computes them), and line-log's rules are stated on those blocks (git's line-log.c):
+
+- a block *touches* a set of ranges when its new side overlaps one (an empty new side, a pure removal, touches
+  a range only strictly inside it);
+- mapping to the parent: every touched block contributes its *whole* old side, and the untouched rest of each
+  range is shifted by the lines the blocks above it added or removed. A range whose lines were all added here
+  maps to nothing (born).
+
+Ranges in this module's API are 1-based and inclusive; internally half-open and 0-based, as in git.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-_OP = re.compile(r"(\d+)([=+\-da])")
-_KIND = {"=": "=", "+": "+", "-": "-", "a": "+", "d": "-"}
+_OP = re.compile(r"(\d+)([=+\-])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,38 +31,43 @@ class HunkShape:
     ops: str
 
 
-def _steps(h: HunkShape) -> Iterator[tuple[str, int, int, bool]]:
-    """(op, old line, new line, similar) per line; for '+' the old line is the one it precedes, and vice versa.
-    ``similar`` marks lines of a rewrite block (``d``/``a`` in the ops)."""
-    old = h.old_start if h.old_lines else h.old_start + 1
-    new = h.new_start if h.new_lines else h.new_start + 1
-    for count, code in _OP.findall(h.ops):
-        op = _KIND[code]
-        for _ in range(int(count)):
-            yield op, old, new, code in "da"
-            if op != "+":
-                old += 1
-            if op != "-":
-                new += 1
-
-
-def touches(start: int, end: int, hunks: Sequence[HunkShape]) -> bool:
-    for h in hunks:
-        for op, _old, new, _similar in _steps(h):
-            if op == "+" and start <= new <= end:
-                return True
-            if op == "-" and start < new <= end:
-                return True
-    return False
-
-
 Ranges = list[tuple[int, int]]
+Block = tuple[int, int, int, int]  # 0-based half-open: old start, old end, new start, new end
+
+
+def blocks(hunks: Sequence[HunkShape]) -> list[Block]:
+    """git's change blocks of a file diff, in order."""
+    out: list[Block] = []
+    for h in sorted(hunks, key=lambda s: s.new_start):
+        old = h.old_start - 1 if h.old_lines else h.old_start
+        new = h.new_start - 1 if h.new_lines else h.new_start
+        open_block: list[int] | None = None
+        for count_s, code in _OP.findall(h.ops):
+            count = int(count_s)
+            if code == "=":
+                if open_block is not None:
+                    out.append((open_block[0], old, open_block[1], new))
+                    open_block = None
+                old += count
+                new += count
+                continue
+            if open_block is None:
+                open_block = [old, new]
+            if code == "-":
+                old += count
+            else:
+                new += count
+        if open_block is not None:
+            out.append((open_block[0], old, open_block[1], new))
+    return out
 
 
 def normalize(ranges: Sequence[tuple[int, int]]) -> Ranges:
-    """Sorted, with overlapping or adjacent intervals merged."""
+    """Sorted, with overlapping or adjacent intervals merged (1-based inclusive)."""
     out: Ranges = []
     for s, e in sorted(ranges):
+        if e < s:
+            continue
         if out and s <= out[-1][1] + 1:
             out[-1] = (out[-1][0], max(out[-1][1], e))
         else:
@@ -64,78 +75,91 @@ def normalize(ranges: Sequence[tuple[int, int]]) -> Ranges:
     return out
 
 
-def set_touches(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> bool:
-    return any(touches(s, e, hunks) for s, e in ranges)
-
-
-def set_to_parent(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> Ranges:
-    """Every interval mapped to the parent, kept as a set of intervals (as git's line-log does), so disjoint
-    pieces do not widen into one span that would claim unrelated commits."""
-    out: Ranges = []
-    for s, e in ranges:
-        out.extend(_pieces(s, e, hunks))
-    return normalize(out)
-
-
-def _pieces(start: int, end: int, hunks: Sequence[HunkShape]) -> Ranges:
-    ordered = sorted(hunks, key=lambda h: h.new_start)
-    mapped: Ranges = []
-    offset = 0  # old - new, outside hunks
-    line = start
-    idx = 0
-    while line <= end:
-        while idx < len(ordered) and _hunk_end_new(ordered[idx]) < line:
-            offset = _offset_after(ordered[idx])
-            idx += 1
-        h = ordered[idx] if idx < len(ordered) else None
-        if h is not None and _hunk_begin_new(h) <= line:
-            mapped.extend((x, x) for x in _mapped_in_hunk(h, start, end))
-            line = _hunk_end_new(h) + 1
-            offset = _offset_after(h)
-            idx += 1
-            continue
-        stop = end if h is None else min(end, _hunk_begin_new(h) - 1)
-        mapped.append((line + offset, stop + offset))
-        line = stop + 1
-    return normalize(mapped)
-
-
-def _mapped_in_hunk(h: HunkShape, start: int, end: int) -> list[int]:
-    """Old lines the range covers inside one hunk. A range reaching into a rewrite block (``d``/``a``: the new
-    lines mostly repeat the old ones, e.g. re-indented code) takes the block's whole old side, as git's
-    line-log does; a plain replacement does not, since unrelated new code is not the old code's history
-    (measured on Flask: expanding every block claimed neighbours' commits, precision 0.63 vs git)."""
-    out: list[int] = []
-    block_old: list[int] = []
-    block_hit = False
-    for op, old, new, similar in _steps(h):
-        if op == "=":
-            if block_hit:
-                out.extend(block_old)
-            block_old, block_hit = [], False
-            if start <= new <= end:
-                out.append(old)
-        elif op == "-":
-            if similar:
-                block_old.append(old)
-            if start < new <= end:
-                out.append(old)
-        elif start <= new <= end and similar:
-            block_hit = True
-    if block_hit:
-        out.extend(block_old)
+def _touched(rs: list[tuple[int, int]], diff: Sequence[Block]) -> list[Block]:
+    """The blocks line-log counts as touching ``rs`` (half-open, normalized): a faithful copy of git's
+    ``diff_ranges_filter_touched`` scan, quirks included (it compares each block with one range at a time)."""
+    out: list[Block] = []
+    j = 0
+    if not rs:
+        return out
+    for blk in diff:
+        t0, t1 = blk[2], blk[3]
+        while t0 > rs[j][1]:
+            j += 1
+            if j == len(rs):
+                return out
+        r0, r1 = rs[j]
+        if not (t1 <= r0 or r1 <= t0):
+            out.append(blk)
     return out
 
 
-def _hunk_begin_new(h: HunkShape) -> int:
-    return h.new_start if h.new_lines else h.new_start + 1
+def _difference(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """git's ``range_set_difference``, literally: an empty range in ``b`` (a touched pure removal) still splits
+    a range of ``a`` in two, so the part after it is shifted by the removed lines."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for start, end in a:
+        while start < end:
+            while j < len(b) and start >= b[j][1]:
+                j += 1
+            if j >= len(b) or end < b[j][0]:
+                out.append((start, end))
+                break
+            if start >= b[j][0]:
+                start = b[j][1]
+            elif end > b[j][0]:
+                out.append((start, b[j][0]))
+                start = b[j][1]
+            else:  # end == b[j][0]
+                out.append((start, end))
+                break
+    return out
 
 
-def _hunk_end_new(h: HunkShape) -> int:
-    return h.new_start + h.new_lines - 1 if h.new_lines else h.new_start
+def _half_open(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [(s - 1, e) for s, e in normalize(ranges)]
 
 
-def _offset_after(h: HunkShape) -> int:
-    old_end = h.old_start + h.old_lines if h.old_lines else h.old_start + 1
-    new_end = h.new_start + h.new_lines if h.new_lines else h.new_start + 1
-    return old_end - new_end
+def set_touches(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> bool:
+    return bool(_touched(_half_open(ranges), blocks(hunks)))
+
+
+def through(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> tuple[list[int], Ranges]:
+    """One file diff at once: the indices of the hunks holding a touched block (the hunks to show for this
+    commit) and the ranges mapped to the parent; each hunk's ops are parsed once."""
+    per_hunk = [blocks([h]) for h in hunks]
+    diff = sorted(b for bs in per_hunk for b in bs)
+    touched = set(_touched(_half_open(ranges), diff))
+    hit = [i for i, bs in enumerate(per_hunk) if touched.intersection(bs)]
+    return hit, map_blocks(ranges, diff)
+
+
+def touched_hunks(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> list[int]:
+    """Indices of the stored hunks holding a touched block."""
+    return through(ranges, hunks)[0]
+
+
+def set_to_parent(ranges: Sequence[tuple[int, int]], hunks: Sequence[HunkShape]) -> Ranges:
+    """The ranges mapped to the parent (git's ``range_set_map_across_diff``)."""
+    return map_blocks(ranges, blocks(hunks))
+
+
+def map_blocks(ranges: Sequence[tuple[int, int]], diff: Sequence[Block]) -> Ranges:
+    rs = _half_open(ranges)
+    touched = _touched(rs, diff)
+    rest = _difference(rs, [(blk[2], blk[3]) for blk in touched])
+    out: Ranges = []
+    j = 0
+    offset = 0
+    for a, b in rest:  # range_set_shift_diff
+        while j < len(diff) and a >= diff[j][2]:
+            offset += (diff[j][1] - diff[j][0]) - (diff[j][3] - diff[j][2])
+            j += 1
+        out.append((a + offset + 1, b + offset))
+    out.extend((blk[0] + 1, blk[1]) for blk in touched)
+    return normalize(out)
+
+
+def blocks_touch(ranges: Sequence[tuple[int, int]], diff: Sequence[Block]) -> bool:
+    return bool(_touched(_half_open(ranges), diff))

@@ -1,0 +1,165 @@
+"""Change blocks of each merge against each parent, per source path it changes: stored after the BM25 phase so
+exact symbol history carries line ranges through merges with SQLite lookups instead of diffs.
+
+``git log -L`` maps a range through a merge by diffing the file against every parent (the first parent that
+did not touch the range takes it alone). Diffing at query time cost 1 s for a file whose history crosses a
+hundred merges; storing the blocks costs one libgit2 diff per (merge, parent, path) once, at index time.
+
+Blob lookups here go through libgit2 (pygit2), like the diff itself: the tree walks cost a few microseconds
+instead of milliseconds in dulwich, which stays the reader of everything else.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Sequence
+
+import pygit2
+from pygit2.enums import DeltaStatus
+
+from ..history import renames
+from ..history.diff import changes_of_blobs
+from ..search.linelog import Block
+from .store import Store
+
+RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
+ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
+UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fall back to a diff on the fly
+NOT_NEEDED = "-"  # an earlier parent has the path unchanged: git's walk never compares with this parent
+CHUNK = 500
+BLOB_CACHE_LIMIT = 1 << 20
+
+
+@functools.lru_cache(maxsize=8)
+def open_repository(git_dir: str) -> pygit2.Repository:
+    return pygit2.Repository(git_dir)
+
+
+def encode(blocks: Sequence[Block]) -> str:
+    return ";".join(f"{a},{b},{c},{d}" for a, b, c, d in blocks)
+
+
+def decode(text: str) -> list[Block]:
+    out: list[Block] = []
+    for part in text.split(";") if text else ():
+        a, b, c, d = part.split(",")
+        out.append((int(a), int(b), int(c), int(d)))
+    return out
+
+
+def _blob_id(repo: pygit2.Repository, commit: str, path: str) -> pygit2.Oid | None:
+    try:
+        entry = repo[commit].peel(pygit2.Tree)[path]
+    except (KeyError, ValueError):
+        return None
+    return entry.id if entry.type == pygit2.GIT_OBJECT_BLOB else None
+
+
+def _rename_source(repo: pygit2.Repository, merge: str, parent: str, path: str) -> str | None:
+    """The path ``path`` had in ``parent`` if the merge renamed it: git's line-log runs rename detection when a
+    tracked file is new relative to a parent. Candidates are the files the merge deleted relative to that
+    parent; similarity is the reader's (history/renames.py, git's 50 % default), so merges and commits agree."""
+    try:
+        diff = repo[parent].peel(pygit2.Tree).diff_to_tree(repo[merge].peel(pygit2.Tree))  # parent -> merge
+        new_id = _blob_id(repo, merge, path)
+        target = repo[new_id] if new_id is not None else None
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(target, pygit2.Blob):
+        return None
+    best: tuple[int, str] | None = None
+    deleted = [d.old_file for d in diff.deltas if d.status == DeltaStatus.DELETED]
+    for old in deleted[: renames.MAX_PAIRS]:
+        if old.id == new_id:
+            return str(old.path)
+        try:
+            blob = repo[old.id]
+        except KeyError:
+            continue
+        if not isinstance(blob, pygit2.Blob):
+            continue
+        score = renames.similarity(blob.data, target.data)
+        if score >= renames.THRESHOLD and (best is None or (score, old.path) > best):
+            best = (score, str(old.path))
+    return best[1] if best else None
+
+
+def merge_blocks(repo: pygit2.Repository, merge: str, parent: str, path: str) -> str:
+    """The encoded change blocks turning ``path`` in ``parent`` into ``path`` in ``merge`` (or ADDED/UNKNOWN);
+    ``R<old path>\t<blocks>`` when the merge renamed the file relative to that parent."""
+    mine = _blob_id(repo, merge, path)
+    if mine is None:
+        return UNKNOWN
+    theirs = _blob_id(repo, parent, path)
+    prefix = ""
+    if theirs is None:
+        source = _rename_source(repo, merge, parent, path)
+        theirs = _blob_id(repo, parent, source) if source is not None else None
+        if source is None or theirs is None:
+            return ADDED
+        prefix = f"{RENAMED}{source}\t"
+    if mine == theirs:
+        return prefix
+    try:
+        old, new = repo[theirs], repo[mine]
+    except KeyError:
+        return UNKNOWN
+    assert isinstance(old, pygit2.Blob) and isinstance(new, pygit2.Blob)
+    return prefix + encode(changes_of_blobs(old, new))
+
+
+def parse(ops: str, path: str) -> tuple[str, list[Block]]:
+    """(the path in the parent, the change blocks) of a stored merge row."""
+    if ops.startswith(RENAMED):
+        source, _tab, blocks = ops[len(RENAMED) :].rpartition("\t")
+        return source, decode(blocks)
+    return path, decode(ops)
+
+
+def fill(store: Store, git_dir: str, cancel: threading.Event | None = None) -> int:
+    """Compute the blocks of every merge path that has none yet (incremental); returns how many were computed.
+
+    Only rows a history walk can reach are diffed: a merge's diff against parent *i* is read only when every
+    earlier parent's diff touched the ranges, so a row whose path is identical in an earlier parent (no row
+    there) is marked NOT_NEEDED instead (two thirds of Flask's rows)."""
+    rows = store.db.execute(
+        "SELECT m.rowid, m.sha, m.parent, m.path, c.parents FROM merge_paths m JOIN commits c ON c.sha = m.sha "
+        "WHERE m.ops IS NULL"
+    ).fetchall()
+    if not rows:
+        return 0
+    changed = {
+        (r[0], r[1], r[2])
+        for r in store.db.execute(
+            "SELECT sha, parent, path FROM merge_paths "
+            "WHERE sha IN (SELECT DISTINCT sha FROM merge_paths WHERE ops IS NULL)"
+        )
+    }
+    repo = open_repository(git_dir)
+    done = 0
+    parents_of: dict[str, list[str]] = {}
+    # a merge's blob is often the next merge's parent blob: let libgit2 keep blobs (it caches none by default);
+    # measured on Flask: 1.2-1.45 s of CPU instead of 1.8-1.9 s
+    pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, BLOB_CACHE_LIMIT)
+    try:
+        for i in range(0, len(rows), CHUNK):
+            if cancel is not None and cancel.is_set():
+                break
+            out = []
+            for rowid, sha, parent, path, parents_json in rows[i : i + CHUNK]:
+                parents = parents_of.get(sha)
+                if parents is None:
+                    parents = parents_of[sha] = json.loads(parents_json)
+                earlier = parents[: parents.index(parent)] if parent in parents else []
+                if all((sha, p, path) in changed for p in earlier):
+                    out.append((merge_blocks(repo, sha, parent, path), rowid))
+                    done += 1
+                else:
+                    out.append((NOT_NEEDED, rowid))
+            with store.transaction() as db:
+                db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", out)
+    finally:
+        pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, 0)
+    return done
