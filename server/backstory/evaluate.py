@@ -17,7 +17,7 @@ from typing import Any
 from .bench import emit
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
-from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
+from .search.engine import DEFAULT_FUSION, DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
 
 NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -25,6 +25,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "bm25-equal-lanes": {"lanes": TEXT_LANES, "rerank": False},  # every keyword lane at weight 1
     "dense": {"lanes": ("dense",), "rerank": False},
     "fused": {"rerank": False},
+    "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # before
     "fused+rerank": {"rerank": True},
     "fused+rerank-blend": {"rerank": True, "rerank_blend": 1.0},
 }
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = SearchOptions(
             k=10, lanes=cfg.get("lanes"), rerank=cfg["rerank"], rerank_top=args.rerank_top,
             weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", 0.0),
+            fusion=cfg.get("fusion", DEFAULT_FUSION),
         )  # fmt: skip
         ranks: list[int | None] = []
         t = time.perf_counter()

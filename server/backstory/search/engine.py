@@ -27,10 +27,13 @@ from .fusion import RRF_K, FusedCommit, fuse, rrf
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
-# Lane weights in RRF, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes
-# alone rank poorly for natural-language queries and, fused at any weight, pushed good diff-lane hits down,
-# so by default they only inform the diff lane (as boosted fields) and stay available as explicit lanes.
-DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.5, "symbol": 0.0, "path": 0.0}
+# Lane weights, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes alone rank
+# poorly for natural-language queries and, fused at any weight, pushed good diff-lane hits down, so by default
+# they only inform the diff lane (as boosted fields) and stay available as explicit lanes. With score fusion
+# (the default) keyword lanes count 1.0 at their best hit and the dense lane its cosine x 0.43 (tuned on
+# itsdangerous: keyword 0.7, dense 0.3; confirmed on Flask).
+DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.43, "symbol": 0.0, "path": 0.0}
+DEFAULT_FUSION = "score"
 Cancelled = Callable[[], bool]
 
 
@@ -49,6 +52,8 @@ class SearchOptions:
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     rerank_blend: float = 0.0  # 0: rerank order replaces fused order; w > 0: RRF of rerank rank and w x fused rank
+    fusion: str = DEFAULT_FUSION  # "score" (normalised BM25 + cosine) or "rrf"
+    rrf_k: int = RRF_K
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:
@@ -210,16 +215,17 @@ class Engine:
 
     def lane_rankings(
         self, query: str, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]
-    ) -> dict[str, list[int]]:
+    ) -> dict[str, list[tuple[int, float]]]:
+        """Each wanted lane's (hunk uid, lane score), best first."""
         index = self._text_index()
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
         no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
-        rankings: dict[str, list[int]] = {}
+        rankings: dict[str, list[tuple[int, float]]] = {}
         for lane in TEXT_LANES:
             if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue
-            rankings[lane] = [uid for uid, _ in search_lane(index, searcher, lane, query, fq)]
+            rankings[lane] = search_lane(index, searcher, lane, query, fq)
         if opts.wants("dense") and self.models.dense:
             dense, warning = self.dense.rank(query, searcher if fq is not None else None, fq)
             if warning:
@@ -229,9 +235,10 @@ class Engine:
         return rankings
 
     def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str]]:  # type: ignore[no-untyped-def]
-        rankings = self.lane_rankings(query, opts, allowed, meta)
+        scored = self.lane_rankings(query, opts, allowed, meta)
         if cancelled and cancelled():
             raise SearchCancelled
+        rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
         uids = sorted({u for r in rankings.values() for u in r})
         rows = render.hunk_rows(self.store.db, uids)
         sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
@@ -239,9 +246,11 @@ class Engine:
             rankings,
             sha_of,
             tie_key=lambda u: (rows[u]["path"], rows[u]["idx"]),
-            k=RRF_K,
+            k=opts.rrf_k,
             weights={lane: opts.weights.get(lane, 1.0) or 1.0 for lane in rankings} if opts.lanes else opts.weights,
             hunks_per_commit=opts.hunks_per_commit,
+            lane_scores={lane: dict(r) for lane, r in scored.items()},
+            method=opts.fusion,
         )
         return fused, list(rankings)
 
