@@ -1,4 +1,4 @@
-"""The search pipeline: lanes -> Reciprocal Rank Fusion -> rerank -> recency -> commits with their best hunks.
+"""The search pipeline: lanes -> fusion (normalised scores, or RRF) -> rerank -> recency -> commits.
 
 One ``Engine`` per repository. It is cheap to construct; Tantivy, usearch and the models open lazily, and the
 long-lived language server keeps one engine per repository so that those costs are paid once.
@@ -23,7 +23,7 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
-from .fusion import RRF_K, FusedCommit, fuse, rrf
+from .fusion import RRF_K, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
@@ -51,7 +51,7 @@ class SearchOptions:
     hunks_per_commit: int = 3
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    rerank_blend: float = 0.0  # 0: rerank order replaces fused order; w > 0: RRF of rerank rank and w x fused rank
+    rerank_blend: float = 1.0  # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score
     fusion: str = DEFAULT_FUSION  # "score" (normalised BM25 + cosine) or "rrf"
     rrf_k: int = RRF_K
 
@@ -70,11 +70,14 @@ class ModelConfig:
 
 
 def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
-    """Final pre-recency scores: the rerank score itself, or an RRF of rerank rank and weighted fused rank."""
+    """Final pre-recency scores: the rerank score itself, or rerank + ``weight`` x fused score.
+
+    MaxSim scores of a query's candidates sit in a narrow band (about 0.4-0.7), so used alone they throw away
+    the first stage's confidence; on the message-blind evaluation the sum ranked better (docs/benchmarks.md).
+    """
     if weight <= 0:
         return dict(rerank)
-    by_rerank = sorted(rerank, key=lambda s: (-rerank[s], s))
-    return rrf({"rerank": by_rerank, "fused": [c.sha for c in top]}, weights={"rerank": 1.0, "fused": weight})
+    return {c.sha: rerank[c.sha] + weight * c.fused for c in top if c.sha in rerank}
 
 
 class Engine:
