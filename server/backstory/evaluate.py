@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     index_repository(repo_path, options=BuildOptions(no_messages=True), index_dir=index_dir)
     engine = Engine(repo_path, index_dir, ModelConfig(dense=True, reranker="maxsim"))
     needs_dense = args.unit_experiment or any(
-        CONFIGS[c].get("lanes") is None or "dense" in CONFIGS[c]["lanes"] or CONFIGS[c].get("rerank")
+        "dense" in (CONFIGS[c].get("lanes") or ()) or CONFIGS[c].get("rerank")
+        or (CONFIGS[c].get("lanes") is None and CONFIGS[c].get("weights", DEFAULT_WEIGHTS).get("dense", 0) > 0)
         for c in args.configs.split(",") if c
     )  # fmt: skip
     emb = engine.dense.embedder() if needs_dense else None
