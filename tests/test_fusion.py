@@ -9,7 +9,7 @@ import pytest
 
 from backstory.index.analyzer import code_text, query_terms, split_identifier
 from backstory.index.text_index import glob_to_regex
-from backstory.search.fusion import collapse, fuse, lane_ranks, rrf
+from backstory.search.fusion import best_scores, collapse, fuse, lane_ranks, rrf, score_fusion
 from backstory.search.recency import apply_recency, recency_factor
 from backstory.search.when import BadDate, parse_when
 
@@ -49,6 +49,34 @@ def test_fuse_drops_unknown_hunks() -> None:
     fused = fuse({"diff": [9, 1]}, {1: "aaa"}, tie_key=lambda u: (u,))
     assert [c.sha for c in fused] == ["aaa"]
     assert fused[0].lanes == {"diff": 1}
+
+
+def test_score_fusion_normalises_keyword_lanes_and_keeps_cosine_raw() -> None:
+    scores = score_fusion(
+        {"diff": {"x": 10.0, "y": 5.0}, "dense": {"y": 0.6, "z": 0.2}}, weights={"diff": 1.0, "dense": 0.5}
+    )
+    # x: 10/10 + 0.5 x floor 0.2; y: 5/10 + 0.5 x 0.6; z: absent from diff (0) + 0.5 x 0.2
+    assert scores == {"x": pytest.approx(1.1), "y": pytest.approx(0.8), "z": pytest.approx(0.1)}
+    assert score_fusion({"diff": {"x": 3.0}, "path": {"y": 1.0}}, weights={"diff": 1.0, "path": 0.0}) == {
+        "x": pytest.approx(1.0)
+    }
+
+
+def test_score_fusion_keeps_a_confident_keyword_hit_that_rrf_would_flatten() -> None:
+    sha_of = {1: "aaa", 2: "bbb", 3: "ccc", 10: "aaa", 11: "bbb", 12: "ccc"}
+    rankings = {"diff": [1, 2, 3], "dense": [11, 12, 10]}
+    lane_scores = {"diff": {1: 30.0, 2: 3.0, 3: 2.9}, "dense": {11: 0.52, 12: 0.50, 10: 0.49}}
+    by_rrf = fuse(rankings, sha_of, tie_key=lambda u: (u,))
+    by_score = fuse(rankings, sha_of, tie_key=lambda u: (u,), lane_scores=lane_scores, method="score")
+    assert by_rrf[0].sha == "bbb"  # 1/61 + 1/62 beats 1/61 + 1/63
+    assert [c.sha for c in by_score] == ["aaa", "bbb", "ccc"]
+    assert by_score[0].lanes == {"diff": 1, "dense": 3}
+    with pytest.raises(ValueError):
+        fuse(rankings, sha_of, tie_key=lambda u: (u,), method="borda")
+
+
+def test_best_scores_takes_each_groups_first_member() -> None:
+    assert best_scores([(1, 5.0), (2, 4.0), (3, 3.0)], lambda u: u % 2) == {1: 5.0, 0: 4.0}
 
 
 def test_recency_factor() -> None:
@@ -98,3 +126,12 @@ def test_identifier_splitting() -> None:
     terms = query_terms("Retries with getUserName")
     assert "retri" in terms and "getusernam" in terms and "user" in terms
     assert "with" not in terms
+
+
+def test_versions_are_tokens_next_to_their_numbers() -> None:
+    # "Bump tox from 3.23.1 to 3.24.1" must prefer the diff with "tox==3.24.1", not any 3, 24 and 1
+    assert code_text("tox==3.24.1\n") == "tox 3.24.1 3 24 1"
+    assert code_text("x = 1.5 + y2.0") == "x 1.5 1 5 y2 y 2 0"  # only a leading number starts a version
+    terms = query_terms("Bump tox from 3.23.1 to 3.24.1")
+    assert terms[:4] == ["bump", "tox", "from", "3.23.1"] and "3.24.1" in terms and "24" in terms
+    assert code_text("version 2.0.") == "version 2.0 2 0"

@@ -13,7 +13,8 @@ from functools import lru_cache
 import tantivy
 
 ANALYZER_NAME = "code"
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+(?:\.[0-9]+)+(?![0-9A-Za-z_])|[0-9]+")
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)+")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 MAX_TOKEN = 40
 
@@ -29,6 +30,8 @@ def split_identifier(word: str) -> list[str]:
 
 @lru_cache(maxsize=65536)
 def _expand(word: str) -> str:
+    if _VERSION.fullmatch(word):  # a version or dotted number: the whole of it, then its numbers
+        return word + " " + " ".join(word.split("."))
     parts = split_identifier(word)
     if len(parts) <= 1:
         return word

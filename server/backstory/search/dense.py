@@ -102,8 +102,8 @@ class DenseLane:
 
     def rank(
         self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
-    ) -> tuple[list[int] | None, str | None]:
-        """Hunk uids ranked by their file's vector similarity, or (None, warning) when the lane is off."""
+    ) -> tuple[list[tuple[int, float]] | None, str | None]:
+        """(hunk uid, its file's cosine similarity) best first, or (None, warning) when the lane is off."""
         stamp = self.stamp()
         if not stamp or not self.store.vectors_path.exists():
             return None, None
@@ -128,13 +128,14 @@ class DenseLane:
         else:
             hits = vectors.search(index, qv, DENSE_TOP)
         fids = [fid for fid, _sim in hits]
+        sim_of = dict(hits)
         by_fid: dict[int, list[int]] = {}
         for chunk_start in range(0, len(fids), 500):
             chunk = fids[chunk_start : chunk_start + 500]
             marks = ",".join("?" * len(chunk))
             for uid, fid in db.execute(f"SELECT uid, fid FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", chunk):
                 by_fid.setdefault(fid, []).append(uid)
-        return [u for fid in fids for u in by_fid.get(fid, [])], None
+        return [(u, sim_of[fid]) for fid in fids for u in by_fid.get(fid, [])], None
 
     # -- rerank -----------------------------------------------------------------------------------------------
 

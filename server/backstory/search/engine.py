@@ -1,4 +1,4 @@
-"""The search pipeline: lanes -> Reciprocal Rank Fusion -> rerank -> recency -> commits with their best hunks.
+"""The search pipeline: lanes -> fusion (normalised scores, or RRF) -> rerank -> recency -> commits.
 
 One ``Engine`` per repository. It is cheap to construct; Tantivy, usearch and the models open lazily, and the
 long-lived language server keeps one engine per repository so that those costs are paid once.
@@ -23,14 +23,17 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
-from .fusion import RRF_K, FusedCommit, fuse, rrf
+from .fusion import RRF_K, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
-# Lane weights in RRF, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes
-# alone rank poorly for natural-language queries and, fused at any weight, pushed good diff-lane hits down,
-# so by default they only inform the diff lane (as boosted fields) and stay available as explicit lanes.
-DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.5, "symbol": 0.0, "path": 0.0}
+# Lane weights, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes alone rank
+# poorly for natural-language queries and, fused at any weight, pushed good diff-lane hits down, so by default
+# they only inform the diff lane (as boosted fields) and stay available as explicit lanes. With score fusion
+# (the default) keyword lanes count 1.0 at their best hit and the dense lane its cosine x 0.43 (tuned on
+# itsdangerous: keyword 0.7, dense 0.3; confirmed on Flask).
+DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.43, "symbol": 0.0, "path": 0.0}
+DEFAULT_FUSION = "score"
 Cancelled = Callable[[], bool]
 
 
@@ -48,7 +51,9 @@ class SearchOptions:
     hunks_per_commit: int = 3
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    rerank_blend: float = 0.0  # 0: rerank order replaces fused order; w > 0: RRF of rerank rank and w x fused rank
+    rerank_blend: float = 1.0  # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score
+    fusion: str = DEFAULT_FUSION  # "score" (normalised BM25 + cosine) or "rrf"
+    rrf_k: int = RRF_K
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:
@@ -65,11 +70,14 @@ class ModelConfig:
 
 
 def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
-    """Final pre-recency scores: the rerank score itself, or an RRF of rerank rank and weighted fused rank."""
+    """Final pre-recency scores: the rerank score itself, or rerank + ``weight`` x fused score.
+
+    MaxSim scores of a query's candidates sit in a narrow band (about 0.4-0.7), so used alone they throw away
+    the first stage's confidence; on the message-blind evaluation the sum ranked better (docs/benchmarks.md).
+    """
     if weight <= 0:
         return dict(rerank)
-    by_rerank = sorted(rerank, key=lambda s: (-rerank[s], s))
-    return rrf({"rerank": by_rerank, "fused": [c.sha for c in top]}, weights={"rerank": 1.0, "fused": weight})
+    return {c.sha: rerank[c.sha] + weight * c.fused for c in top if c.sha in rerank}
 
 
 class Engine:
@@ -210,16 +218,17 @@ class Engine:
 
     def lane_rankings(
         self, query: str, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]
-    ) -> dict[str, list[int]]:
+    ) -> dict[str, list[tuple[int, float]]]:
+        """Each wanted lane's (hunk uid, lane score), best first."""
         index = self._text_index()
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
         no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
-        rankings: dict[str, list[int]] = {}
+        rankings: dict[str, list[tuple[int, float]]] = {}
         for lane in TEXT_LANES:
             if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue
-            rankings[lane] = [uid for uid, _ in search_lane(index, searcher, lane, query, fq)]
+            rankings[lane] = search_lane(index, searcher, lane, query, fq)
         if opts.wants("dense") and self.models.dense:
             dense, warning = self.dense.rank(query, searcher if fq is not None else None, fq)
             if warning:
@@ -229,9 +238,10 @@ class Engine:
         return rankings
 
     def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str]]:  # type: ignore[no-untyped-def]
-        rankings = self.lane_rankings(query, opts, allowed, meta)
+        scored = self.lane_rankings(query, opts, allowed, meta)
         if cancelled and cancelled():
             raise SearchCancelled
+        rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
         uids = sorted({u for r in rankings.values() for u in r})
         rows = render.hunk_rows(self.store.db, uids)
         sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
@@ -239,9 +249,11 @@ class Engine:
             rankings,
             sha_of,
             tie_key=lambda u: (rows[u]["path"], rows[u]["idx"]),
-            k=RRF_K,
+            k=opts.rrf_k,
             weights={lane: opts.weights.get(lane, 1.0) or 1.0 for lane in rankings} if opts.lanes else opts.weights,
             hunks_per_commit=opts.hunks_per_commit,
+            lane_scores={lane: dict(r) for lane, r in scored.items()},
+            method=opts.fusion,
         )
         return fused, list(rankings)
 

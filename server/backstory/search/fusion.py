@@ -1,9 +1,16 @@
-"""Reciprocal Rank Fusion and grouping of hunks into commits — pure functions, unit-tested.
+"""Fusion of lane rankings and grouping of hunks into commits — pure functions, unit-tested.
 
-RRF (Cormack et al., 2009) needs no score calibration between lanes, which matters because BM25 scores of
-different fields and cosine similarities live on unrelated scales. Hunks are collapsed to commits per lane
-(a commit's rank in a lane is the rank of its best hunk there) before fusing, so a commit with many matching
-hunks is not counted many times by one lane.
+Two ways to fuse commits, both after collapsing each lane's hunks to commits (a commit's rank and score in a
+lane are its best hunk's, so a commit with many matching hunks is not counted many times by one lane):
+
+* Reciprocal Rank Fusion (Cormack et al., 2009) needs no calibration between lanes, but it flattens a lane's
+  confidence: a BM25 hit far ahead of the rest and a near-tie both become 1/(k+1) vs 1/(k+2).
+* Score fusion (the default, chosen on a message-blind evaluation, docs/benchmarks.md) keeps it: each keyword
+  lane's BM25 is divided by that lane's best score for the query (so 1.0 is "as good as this lane gets"), the
+  dense lane contributes its raw cosine similarity (already on a fixed scale), and commits absent from a lane
+  get 0 there (the dense lane: its lowest returned similarity). The weighted sum ranks the commits.
+
+Hunks inside a commit are always ordered by hunk-level RRF.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 RRF_K = 60
+FUSION_METHODS = ("score", "rrf")
+RAW_SCORE_LANES = frozenset({"dense"})  # lanes whose scores are comparable across queries (cosine)
 
 
 def rrf(
@@ -34,6 +43,37 @@ def rrf(
             seen.add(item)
             scores[item] = scores.get(item, 0.0) + w / (k + rank)
     return scores
+
+
+def score_fusion(
+    scores: Mapping[str, Mapping[K, float]],
+    weights: Mapping[str, float] | None = None,
+    raw: frozenset[str] = RAW_SCORE_LANES,
+) -> dict[K, float]:
+    """sum over lanes of weight x normalised score: BM25-like lanes / their maximum, ``raw`` lanes as they are
+    (a missing item gets the lane's minimum there); lanes at weight 0 are ignored."""
+    out: dict[K, float] = {}
+    lanes = [(lane, sc) for lane, sc in scores.items() if sc and (1.0 if weights is None else weights.get(lane, 1.0))]
+    items = {item for _lane, sc in lanes for item in sc}
+    for lane, sc in lanes:
+        w = 1.0 if weights is None else weights.get(lane, 1.0)
+        if lane in raw:
+            floor = min(sc.values())
+            for item in items:
+                out[item] = out.get(item, 0.0) + w * sc.get(item, floor)
+        else:
+            top = max(sc.values()) or 1.0
+            for item in items:
+                out[item] = out.get(item, 0.0) + w * sc.get(item, 0.0) / top
+    return out
+
+
+def best_scores(ranking: Sequence[tuple[K, float]], group_of: Callable[[K], Hashable]) -> dict[Hashable, float]:
+    """Per group, the score of its first (best-ranked) member."""
+    out: dict[Hashable, float] = {}
+    for item, score in ranking:
+        out.setdefault(group_of(item), score)
+    return out
 
 
 def collapse(ranking: Sequence[K], group_of: Callable[[K], Hashable]) -> list[Hashable]:
@@ -69,15 +109,29 @@ def fuse(
     k: int = RRF_K,
     weights: Mapping[str, float] | None = None,
     hunks_per_commit: int = 3,
+    lane_scores: Mapping[str, Mapping[int, float]] | None = None,
+    method: str = "rrf",
 ) -> list[FusedCommit]:
     """Fuse per-lane hunk rankings into a commit ranking, each commit with its best hunks.
 
-    Ties are broken by commit sha, and hunks by ``tie_key`` (path, position), so the output is deterministic.
-    Hunks whose commit is unknown to ``sha_of`` (stale or unreachable) are dropped before ranking.
+    ``method`` "rrf" fuses ranks; "score" fuses ``lane_scores`` (hunk uid -> lane score, for every ranked
+    hunk) as :func:`score_fusion` does. Ties are broken by commit sha, and hunks by ``tie_key`` (path,
+    position), so the output is deterministic. Hunks whose commit is unknown to ``sha_of`` (stale or
+    unreachable) are dropped before ranking.
     """
+    if method not in FUSION_METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; expected one of {', '.join(FUSION_METHODS)}")
     rankings = {lane: [u for u in r if u in sha_of] for lane, r in hunk_rankings.items()}
     commit_rankings = {lane: collapse(r, sha_of.__getitem__) for lane, r in rankings.items()}
-    commit_scores = rrf(commit_rankings, k, weights)
+    if method == "score":
+        scores = lane_scores or {}
+        per_commit = {
+            lane: best_scores([(u, scores.get(lane, {}).get(u, 0.0)) for u in r], sha_of.__getitem__)
+            for lane, r in rankings.items()
+        }
+        commit_scores = score_fusion(per_commit, weights)
+    else:
+        commit_scores = rrf(commit_rankings, k, weights)
     commit_lanes = lane_ranks(commit_rankings)
     hunk_scores = rrf(rankings, k, weights)
     hunk_lanes = lane_ranks(rankings)
