@@ -92,8 +92,6 @@ class Engine:
         self._generation: str | None = None
         self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
         self._merges: tuple[Any, set[str]] | None = None
-        self.blob_ids: dict[tuple[str, str], bytes | None] = {}  # (commit, path) -> blob, for merge mapping
-        self.merge_shapes: dict[tuple[bytes, bytes], list[Any]] = {}  # (parent blob, merge blob) -> hunk shapes
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
 
