@@ -178,7 +178,7 @@ def test_corrupt_tokenizer_is_model_unavailable(tmp_path: Path, bundled: ModelFi
 
 def test_construction_is_lazy(tmp_path: Path) -> None:
     embedder = Embedder(ModelFiles(tmp_path / "nope.onnx", tmp_path / "nope.json", "x-0"), optimize=False)
-    assert embedder.max_tokens == 256
+    assert embedder.max_tokens == 128
     with pytest.raises(ModelUnavailable, match=r"nope\.onnx"):
         embedder.embed(["a"])
 
@@ -262,7 +262,8 @@ def _opt_folder(cache: Path) -> Path:
 def test_optimized_model_is_cached_with_checksum(optimized: Embedder, shipped: Embedder, opt_cache: Path) -> None:
     assert "-pc-" in optimized.model_id and optimized.model_id != shipped.model_id
     folder = _opt_folder(opt_cache)
-    assert folder.name == f"{shipped.model_id}-pc2"
+    assert folder.name == f"{shipped.files.model_id}-pc2"
+    assert optimized.model_id == f"{optimized.files.model_id}-t128"  # the window is part of the vector space
     meta = json.loads((folder / "model.json").read_text())
     assert meta["sha256"] == hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
     assert optimized.files.onnx_path == folder / "model.onnx"
