@@ -178,7 +178,7 @@ def test_corrupt_tokenizer_is_model_unavailable(tmp_path: Path, bundled: ModelFi
 
 def test_construction_is_lazy(tmp_path: Path) -> None:
     embedder = Embedder(ModelFiles(tmp_path / "nope.onnx", tmp_path / "nope.json", "x-0"), optimize=False)
-    assert embedder.max_tokens == 256
+    assert embedder.max_tokens == 128
     with pytest.raises(ModelUnavailable, match=r"nope\.onnx"):
         embedder.embed(["a"])
 
@@ -262,7 +262,8 @@ def _opt_folder(cache: Path) -> Path:
 def test_optimized_model_is_cached_with_checksum(optimized: Embedder, shipped: Embedder, opt_cache: Path) -> None:
     assert "-pc-" in optimized.model_id and optimized.model_id != shipped.model_id
     folder = _opt_folder(opt_cache)
-    assert folder.name == f"{shipped.model_id}-pc1"
+    assert folder.name == f"{shipped.files.model_id}-pc2"
+    assert optimized.model_id == f"{optimized.files.model_id}-t128"  # the window is part of the vector space
     meta = json.loads((folder / "model.json").read_text())
     assert meta["sha256"] == hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
     assert optimized.files.onnx_path == folder / "model.onnx"
@@ -279,6 +280,47 @@ def test_optimized_vectors_match_shipped(optimized: Embedder, shipped: Embedder)
     a = optimized.embed(TEXTS)
     b = shipped.embed(TEXTS)
     assert np.min(np.sum(a * b, axis=1)) > 0.98
+    assert np.min(np.sum(a[:4] * b[:4], axis=1)) > 0.995  # per-token scales: closer than per-tensor (~0.99)
+
+
+def test_optimized_model_batches_without_coupling_rows(optimized: Embedder, opt_cache: Path) -> None:
+    """Per-token activation scales: a text's vector and token states are bit-identical alone, batched with
+    texts of very different scale and length, or padded; one shared (per-tensor) scale would fail this."""
+    from backstory.models.files import check_onnx
+
+    assert not check_onnx(optimized.files.onnx_path).dynamic_quant  # so it is batched, not run row by row
+    long_text = "Add a cache for parsed configuration files so that reloading is cheap " * 30
+    mates = [long_text, "fix typo", RETRY_DIFF, "x" * 3000, DATE_DIFF]
+    batched = Embedder(optimize=True, cache_dir=opt_cache, batch_tokens=4096)
+    together = batched.embed(mates)
+    states = batched.token_states(mates)
+    for i, text in enumerate(mates):
+        np.testing.assert_array_equal(optimized.embed([text])[0], together[i])
+        np.testing.assert_array_equal(optimized.token_states([text])[0], states[i])
+    # one worker thread or two: same numbers
+    single = Embedder(optimize=True, cache_dir=opt_cache, threads=1, batch_size=1)
+    np.testing.assert_array_equal(single.embed(mates), together)
+
+
+def test_graph_rewrite_refuses_unknown_shapes() -> None:
+    """The rewrite only accepts the quantizer's own pattern; anything else is an error, not a silent change."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from backstory.models.graph_rewrite import drop_nan_guards, per_token_activations
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+        helper.make_node("Mul", ["s", "x"], ["y"]),  # the scale used directly, not through a Mul chain
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    with pytest.raises(ValueError, match="unexpected use"):
+        per_token_activations(helper.make_model(graph))
+    plain = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    assert per_token_activations(plain) == 0 and drop_nan_guards(plain) == 0
+    assert len(plain.graph.node) == 1 and onnx is not None
 
 
 def test_corrupt_optimized_model_is_regenerated(

@@ -24,7 +24,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from .embedder import Embedder
+from .embedder import DEFAULT_WINDOW, Embedder
 from .files import default_cache_dir, resolve_model
 
 _WORDS = (
@@ -92,7 +92,9 @@ def _child(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     embedder = Embedder(
         optimize=args.variant == "optimized",
+        max_tokens=args.window,
         batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         threads=args.threads,
         cache_dir=Path(args.cache_dir),
         sort_by_length=args.sort == "sorted",
@@ -122,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--texts", type=int, default=256, help="number of synthetic texts (default 256)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per configuration; median reported")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="tokens per text (default %(default)s)")
+    parser.add_argument("--batch-tokens", type=int, default=256, help="padded tokens per forward pass")
+    parser.add_argument("--threads", type=int, default=2, help="batches run at once (one core each)")
     parser.add_argument("--cache-dir", default=None, help="cache root for the optimized model (default: user cache)")
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "SORT"), help=argparse.SUPPRESS)
     parser.add_argument("--texts-file", help=argparse.SUPPRESS)
@@ -139,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer.no_padding()
     tokenizer.no_truncation()
     texts = synthetic_texts(args.texts, tokenizer)
-    lengths = [min(len(tokenizer.encode(t).ids), 256) for t in texts]
+    lengths = [min(len(tokenizer.encode(t).ids), args.window) for t in texts]
     print(
         f"{len(texts)} synthetic diff texts, {statistics.mean(lengths):.0f} tokens on average after truncation "
-        f"to 256 (min {min(lengths)}, max {max(lengths)}); batch {args.batch_size}, {args.threads} threads, "
+        f"to {args.window} (min {min(lengths)}, max {max(lengths)}); batch {args.batch_size} / "
+        f"{args.batch_tokens} tokens, {args.threads} threads, "
         f"median of {args.runs} runs; load average {_load_average()}"
     )
 
@@ -166,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                 command = [
                     sys.executable, "-m", "backstory.models.bench", "--child", variant, sort,
                     "--texts-file", str(texts_file), "--runs", str(args.runs),
-                    "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+                    "--batch-size", str(args.batch_size), "--batch-tokens", str(args.batch_tokens),
+                    "--window", str(args.window),
+                    "--threads", str(args.threads),
                     "--cache-dir", str(cache_dir),
                 ]  # fmt: skip
                 done = subprocess.run(command, capture_output=True, text=True)
@@ -182,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print(f"load average now {_load_average()} (texts/cpu-s is the steadier figure on a busy machine)")
     print(
-        "note: the optimized graph quantizes activations per tensor, so it runs one text per call (batch "
-        "mates would change each other's vectors); sorting and batch size only matter for the shipped model."
+        "note: both graphs batch (the optimized one quantizes activations per token, so batch mates cannot "
+        "change each other's vectors); `threads` batches run at once, each on one core."
     )
     return 0
 

@@ -38,13 +38,16 @@ class Reranker(Protocol):
 class MaxSimReranker:
     """ColBERT-style MaxSim over the embedder's L2-normalised token states (cosine in [-1, 1]).
 
-    Costs about one forward pass per passage. Passages are truncated to ``max_tokens``; an empty query or
-    passage scores 0.0.
+    Costs about one forward pass per passage; the passages are batched by length and run on the embedder's
+    threads. Passages are truncated to ``max_tokens`` (their head: path, symbols, first changed lines); an
+    empty query or passage scores 0.0. 128 tokens ranked better than 256 and cost about half: fused + rerank
+    MRR@10 0.388 vs 0.351 before (pallets/itsdangerous, 150 message-blind queries; see docs/benchmarks.md) —
+    matching the query against a passage's tail mostly adds spurious best matches.
     """
 
     name = "maxsim"
 
-    def __init__(self, embedder: Embedder, max_tokens: int = 256) -> None:
+    def __init__(self, embedder: Embedder, max_tokens: int = 128) -> None:
         self.embedder = embedder
         self.max_tokens = max_tokens
 
