@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from . import __version__
 from .history.repo import HistoryError
 from .index.store import StoreError
+from .search.fusion import FUSION_METHODS
 from .search.when import BadDate
 
 EXIT_ERROR = 1
@@ -90,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--author", help="author name or email substring")
     q.add_argument("--language", help="language id, e.g. python")
     q.add_argument("--no-rerank", action="store_true")
+    q.add_argument(
+        "--fusion", choices=FUSION_METHODS, default=FUSION_METHODS[0],
+        help="combine lanes by normalised scores (default) or by Reciprocal Rank Fusion (k = 60)",
+    )  # fmt: skip
     q.add_argument("--reranker", choices=["maxsim", "cross-encoder", "none"], default=None)
     q.add_argument("--cross-encoder", help="directory with a cross-encoder model.onnx + tokenizer.json")
     q.add_argument("--model", help="directory with model.onnx + tokenizer.json (default: bundled)")
@@ -208,7 +213,7 @@ def _search_options(args: argparse.Namespace) -> Any:
         language=args.language,
     )
     lanes = tuple(x.strip() for x in args.lanes.split(",")) if args.lanes else None
-    return SearchOptions(k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes)
+    return SearchOptions(k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion)
 
 
 def cmd_query(args: argparse.Namespace) -> int:

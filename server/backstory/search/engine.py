@@ -23,7 +23,7 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
-from .fusion import RRF_K, FusedCommit, fuse
+from .fusion import FUSION_METHODS, RRF_K, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
@@ -33,7 +33,7 @@ TEXT_LANES = ("diff", "message", "path", "symbol")
 # (the default) keyword lanes count 1.0 at their best hit and the dense lane its cosine x 0.43 (tuned on
 # itsdangerous: keyword 0.7, dense 0.3; confirmed on Flask).
 DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.43, "symbol": 0.0, "path": 0.0}
-DEFAULT_FUSION = "score"
+DEFAULT_FUSION = FUSION_METHODS[0]
 Cancelled = Callable[[], bool]
 
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 RRF_K = 60
-FUSION_METHODS = ("score", "rrf")
+FUSION_METHODS = ("score", "rrf")  # the first is the default
 RAW_SCORE_LANES = frozenset({"dense"})  # lanes whose scores are comparable across queries (cosine)
 
 
