@@ -4,9 +4,8 @@ machine two readers roughly halve the history phase while the parent writes to S
 Workers are spawned (not forked: the language server has threads) and each opens the repository itself. Each
 worker reads whole *segments* (contiguous stretches of the walk) in chunks, so its caches follow the history:
 a commit's old objects are the next commit's new ones, and a file's older version is parsed incrementally from
-its newer one (`symbols.versions`); every switch to another stretch starts those caches cold. Segments are long
-at first and shrink towards the end so that the workers finish together. Results come back in walk order, with
-at most two segments per worker read ahead.
+its newer one (`symbols.versions`); every switch to another stretch starts those caches cold, so segments are
+long. Results come back in walk order, with at most two segments per worker read ahead.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from ..history.reader import read_commit, read_merge
 from ..history.repo import open_repo
 
 CHUNK = 24  # commits per task: the unit in which results stream back
-SEGMENT_MAX = 768  # commits per segment at most (bounds what is read ahead of the writer)
+SEGMENT_MAX = 1024  # commits per segment at most (bounds what is read ahead of the writer)
 MIN_PARALLEL = 150  # below this, starting workers costs more than it saves
 
 _worker: dict[str, Any] = {}
@@ -69,15 +68,10 @@ def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
 
 
 def segments(total: int, n: int) -> list[tuple[int, int]]:
-    """Split ``range(total)`` into contiguous (start, end) segments for ``n`` workers: each a quarter of what is
-    left per worker (at most `SEGMENT_MAX`, at least `CHUNK`), so the last ones are short."""
-    out: list[tuple[int, int]] = []
-    start = 0
-    while start < total:
-        size = max(CHUNK, min(SEGMENT_MAX, (total - start) // (4 * n)))
-        out.append((start, min(total, start + size)))
-        start += size
-    return out
+    """Split ``range(total)`` into contiguous (start, end) segments for ``n`` workers: two per worker of equal
+    size, at most `SEGMENT_MAX` (each switch costs cold caches; the cap bounds what is read ahead)."""
+    size = max(CHUNK, min(SEGMENT_MAX, -(-total // (2 * n))))
+    return [(start, min(total, start + size)) for start in range(0, total, size)]
 
 
 def read_all(repo: Repo, todo: Sequence[CommitInfo], policy: PathPolicy, with_symbols: bool) -> Iterator[CommitDiff]:
