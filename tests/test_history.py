@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 
 import pytest
 
 from backstory.history.diff import diff_hunks
 from backstory.history.policy import PathPolicy
-from backstory.history.reader import read_commit
+from backstory.history.reader import caching_store, read_commit
 from backstory.history.repo import EmptyRepository, HistoryError, head_sha, open_repo, walk
+from backstory.index import parallel
+from backstory.symbols import definitions_touching, extract_definitions, supported_languages, versions
 from gitrepo import GitRepo
+from test_symbols import DATA, EXPECTED, mutate, tame
 
 
 def _diffs(repo: GitRepo, policy: PathPolicy | None = None):
@@ -201,3 +205,116 @@ def test_hunks_are_gits_own_diff(tmp_path) -> None:
         git_lines = [line.split(" @@")[0] + " @@" if line.startswith("@@") else line for line in out.splitlines()[4:]]
         ours = [line for h in diff_hunks(a.read_bytes(), b.read_bytes(), full=True) for line in h.excerpt.split("\n")]
         assert ours == git_lines, case
+
+
+# -- symbol attribution: parse trees carried from version to version must not change anything --------------
+
+LANGUAGE_FILES = {
+    "python": "src/client.py",
+    "javascript": "web/client.js",
+    "go": "go/client.go",
+    "rust": "rs/client.rs",
+    "c": "c/client.c",
+    "ruby": "rb/client.rb",
+    "typescript": "web/types.ts",
+}
+
+
+def _evolve(repo: GitRepo, rng: random.Random, state: dict[str, list[bytes]], n: int, tag: str) -> None:
+    """``n`` commits, each editing one to three files the way history does (mostly code that still parses)."""
+    for i in range(n):
+        files: dict[str, str | bytes | None] = {}
+        for language in rng.sample(sorted(LANGUAGE_FILES), rng.randrange(1, 4)):
+            lines = state[language]
+            state[language] = mutate(lines, rng) if rng.random() < 0.2 else tame(lines, rng, language)
+            files[LANGUAGE_FILES[language]] = b"".join(state[language])
+        repo.commit(f"{tag} {i}", files)
+
+
+def _reference(repo: GitRepo, sha: str, parent: str | None, fd) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
+    """What a fresh parse of both sides gives for one file diff (the reader's contract, stated plainly)."""
+
+    def blob(rev: str | None, path: str) -> bytes:
+        if rev is None:
+            return b""
+        out = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=repo.path, capture_output=True)
+        return out.stdout if out.returncode == 0 else b""
+
+    new = b"" if fd.change == "delete" else blob(sha, fd.path)
+    old = b"" if fd.change == "add" else blob(parent, fd.old_path)
+    new_defs = extract_definitions(new, fd.language) if new else []
+    needs_old = old and any(h.removed_lines for h in fd.hunks)
+    old_defs = extract_definitions(old, fd.language) if needs_old else []
+    if new_defs is None or old_defs is None:
+        return (False, [], [[] for _ in fd.hunks])
+    hunks = []
+    for h in fd.hunks:
+        names: dict[tuple[str, str], tuple[str, str, int, int]] = {}
+        for defs, lines in ((new_defs, h.added_lines), (old_defs, h.removed_lines)):
+            for d in definitions_touching(defs, lines):
+                names.setdefault((d.name, d.kind), (d.name, d.kind, d.start_line, d.end_line))
+        hunks.append(list(names.values()))
+    siblings = list(dict.fromkeys(d.name for d in new_defs or old_defs))[:60]
+    return (True, siblings, hunks)
+
+
+def _attribution(fd) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
+    return (fd.parsed, fd.sibling_symbols, [[(s.name, s.kind, s.start, s.end) for s in h.symbols] for h in fd.hunks])
+
+
+def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, monkeypatch) -> None:
+    """Versions are parsed incrementally from their successors (also through merges) and their definitions
+    carried over; in sequence and in the reader processes alike, the result must be what parsing every
+    version from scratch gives."""
+    rng = random.Random("attribution")
+    state = {lang: (DATA / EXPECTED[lang][0]).read_bytes().splitlines(keepends=True) * 2 for lang in LANGUAGE_FILES}
+    repo.commit("start", {path: b"".join(state[lang]) for lang, path in LANGUAGE_FILES.items()})
+    _evolve(repo, rng, state, 8, "main")
+    repo.git("checkout", "-q", "-b", "side")
+    side_state = {k: list(v) for k, v in state.items()}
+    _evolve(repo, rng, side_state, 6, "side")
+    repo.git("checkout", "-q", "main")
+    _evolve(repo, rng, state, 6, "main again")
+    repo.git("merge", "-q", "--no-ff", "-X", "theirs", "-m", "merge side", "side", check=False)
+    if repo.git("status", "--porcelain").strip():  # a conflict -X theirs could not settle: take side's files
+        repo.git("checkout", "side", "--", ".")
+        repo.git("commit", "-q", "-am", "merge side")
+    for lang, path in LANGUAGE_FILES.items():
+        state[lang] = (repo.path / path).read_bytes().splitlines(keepends=True)
+    repo.git("mv", "src/client.py", "src/api.py")
+    LANGUAGE_FILES_RENAMED = {**LANGUAGE_FILES, "python": "src/api.py"}
+    repo.commit("rename", {})
+    for i in range(6):
+        lang = rng.choice(sorted(LANGUAGE_FILES))
+        state[lang] = tame(state[lang], rng, lang)
+        repo.commit(f"after {i}", {LANGUAGE_FILES_RENAMED[lang]: b"".join(state[lang])})
+    repo.commit("drop go", {"go/client.go": None})
+
+    r = open_repo(repo.path)
+    todo = list(walk(r, head_sha(r)))
+    assert sum(c.is_merge for c in todo) == 1
+    reference = {}
+    for c in todo:
+        if c.is_merge:
+            continue
+        cd = read_commit(r, c, PathPolicy(), with_symbols=False)
+        for fd in cd.files:
+            if fd.language in supported_languages():
+                reference[(c.sha, fd.path)] = _reference(repo, c.sha, c.parents[0] if c.parents else None, fd)
+    assert len(reference) > 40
+    monkeypatch.setattr(parallel, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(versions, "GAP", 0)  # in this process: carry over as many definitions as possible
+    for n_workers in ("1", "2"):
+        monkeypatch.setenv("BACKSTORY_WORKERS", n_workers)
+        caching_store(r).versions.stats.clear()
+        got = {
+            (cd.commit.sha, fd.path): _attribution(fd)
+            for cd in parallel.read_all(r, todo, PathPolicy(), True)
+            for fd in cd.files
+            if fd.language in supported_languages()
+        }
+        assert got == reference
+        if n_workers == "1":  # the incremental paths ran (the workers' caches are in other processes)
+            stats = caching_store(r).versions.stats
+            assert stats["carried"] > 20 and stats["kept"] > stats["matched"], stats
+            assert stats["successor"] > 0  # a parent's version was parsed from the merge's version

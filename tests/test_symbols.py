@@ -15,7 +15,9 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from tree_sitter import Point
 
+from backstory.history.diff import diff_hunks
 from backstory.symbols import (
     KINDS,
     Definition,
@@ -25,9 +27,12 @@ from backstory.symbols import (
     innermost_definition,
     language_for_path,
     supported_languages,
+    versions,
 )
 from backstory.symbols.bench import generate
 from backstory.symbols.bench import main as bench_main
+from backstory.symbols.extract import parse
+from backstory.symbols.versions import VersionCache, edits_to_older, tree_of
 
 DATA = Path(__file__).parent / "data" / "symbols"
 ALL_LANGUAGES = ("python", "javascript", "typescript", "tsx", "rust", "go", "java", "c", "cpp", "ruby")
@@ -419,6 +424,126 @@ def test_speed_of_a_thousand_line_file() -> None:
     per_file = (time.perf_counter() - t0) / 5
     assert defs and len(defs) > 200
     assert per_file < 0.25  # generous: CI machines vary; typical is well under 20 ms
+
+
+# -- incremental parsing of older versions ------------------------------------------------------
+
+
+def mutate(lines: list[bytes], rng: random.Random) -> list[bytes]:
+    """An older version of a file: lines deleted, duplicated from elsewhere, edited, re-indented, and now and
+    then the final newline dropped or restored (what history does to code, syntax errors included)."""
+    out = list(lines)
+    for _ in range(rng.randrange(1, 4)):
+        op = rng.randrange(6)
+        i = rng.randrange(len(out) + 1)
+        j = min(len(out), i + rng.randrange(1, 4))
+        if op == 0 and out:
+            del out[i:j]
+        elif op == 1 and out:
+            k = rng.randrange(len(out))
+            out[i:i] = out[k : k + rng.randrange(1, 6)]
+        elif op == 2 and i < len(out):
+            line = out[i]
+            cut = rng.randrange(len(line) + 1)
+            out[i] = line[:cut] + rng.choice([b"x", b"_old", b"(", b"", b"\xff"]) + line[cut:]
+        elif op == 3:
+            out[i:j] = [b"    " + line if line.strip() else line for line in out[i:j]]
+        elif op == 4:
+            out[i:i] = [b"\n"]
+        elif op == 5 and out:
+            last = out[-1]
+            out[-1] = last[:-1] if last.endswith(b"\n") else last + b"\n"
+    return out or [b"\n"]
+
+
+def tame(lines: list[bytes], rng: random.Random, language: str) -> list[bytes]:
+    """An older version that usually still parses: blank and comment lines come and go, definitions get
+    renamed (a name gains a letter wherever it occurs on one line)."""
+    out = list(lines)
+    comment = b"# note\n" if language in ("python", "ruby") else b"// note\n"
+    names = sorted({d.short_name.encode() for d in extract(language) if d.short_name.isidentifier()})
+    for _ in range(rng.randrange(1, 4)):
+        i = rng.randrange(len(out) + 1)
+        op = rng.randrange(4)
+        if op == 0:
+            out[i:i] = [rng.choice([b"\n", comment])]
+        elif op == 1 and i < len(out) and out[i] in (b"\n", comment):
+            del out[i]
+        elif i < len(out):
+            found = [n for n in names if n in out[i]]
+            if found:
+                name = rng.choice(found)
+                out[i] = out[i].replace(name, name + b"v")
+    return out
+
+
+@pytest.mark.parametrize("language", ALL_LANGUAGES)
+def test_older_versions_parsed_incrementally_match_fresh_parses(language: str, monkeypatch) -> None:
+    monkeypatch.setattr(versions, "GAP", 0)  # many small re-matched spans: the most carried-over definitions
+    rng = random.Random(f"versions-{language}")
+    lines = (DATA / EXPECTED[language][0]).read_bytes().splitlines(keepends=True) * 3
+    cache = VersionCache()
+    newer = b"".join(lines)
+    assert cache.definitions(0, newer, language) == extract_definitions(newer, language)
+    for step in range(1, 41):
+        # a side version with any damage, then the next version of the chain with tamer edits
+        for key, older_lines in ((f"side {step}", mutate(lines, rng)), (step, tame(lines, rng, language))):
+            older = b"".join(older_lines)
+            blocks = [(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in diff_hunks(older, newer)]
+            cache.derive(step - 1, key, older, blocks)
+            assert cache.definitions(key, older, language) == extract_definitions(older, language), key
+            tree, fresh = tree_of(cache, key), parse(older, language)
+            assert fresh is not None and fresh.tree is not None
+            if tree is not None:  # None: the blocks did not fit (a final newline came or went), parsed afresh
+                assert str(tree.root_node) == str(fresh.tree.root_node)
+                assert (tree.root_node.end_byte, tree.root_node.end_point) == (
+                    len(older),
+                    fresh.tree.root_node.end_point,
+                )
+        lines, newer = older_lines, older
+    stats = cache.stats
+    assert stats["incremental"] >= 60  # the incremental path ran, not only fallbacks to fresh parses
+    assert stats["full"] == 1 + stats["fallback"]  # every fresh parse was the first or a fallback
+    # definitions were carried over between versions, and not only re-matched
+    assert stats["carried"] >= 25 and stats["kept"] > stats["matched"] > 0, stats
+
+
+def test_edits_must_describe_the_texts_exactly() -> None:
+    new = b"def a():\n    return 1\n\ndef b():\n    return 2\n"
+    old = b"def a():\n    return 1\n"
+    blocks = [(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in diff_hunks(old, new)]
+    plan = edits_to_older(new, old, blocks)
+    assert plan is not None
+    edits, moves = plan
+    assert moves == [(0, len(new), 0, len(old), -3)]
+    assert edits == [(0, len(new), len(old), Point(0, 0), Point(5, 0), Point(2, 0))]  # hunks carry context
+    # hunks that leave a byte difference undescribed (here: the final line lost its newline, which git's diff
+    # reports as its own hunk) are refused, so the caller parses the version from scratch
+    body = b"".join(b"x%d = %d\n" % (i, i) for i in range(10))
+    new, old = b"a = 1\n" + body + b"last = 0\n", b"a = 2\n" + body + b"last = 0"
+    blocks = [(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in diff_hunks(old, new)]
+    assert blocks == [(1, 4, 1, 4), (9, 4, 9, 4)]
+    assert edits_to_older(new, old, blocks[:1]) is None
+    assert edits_to_older(new, old, []) is None
+    assert edits_to_older(new, new, []) == ([], [])
+
+
+def test_version_cache_keeps_not_parsed_and_bad_versions() -> None:
+    cache = VersionCache()
+    good = b"def f():\n    pass\n"
+    minified = b"function a(){return 1}" * 400
+    assert cache.definitions("min", minified, "javascript") is None
+    cache.derive("min", "older", good, [(1, 2, 1, 1)])  # no tree for a version that was not parsed
+    assert tree_of(cache, "older") is None
+    assert cache.definitions("good", good, "python") == extract_definitions(good, "python")
+    broken = b"def f(:\n    pass\n\xff\xfe\n"
+    cache.derive("good", "broken", broken, [(1, 3, 1, 2)])
+    assert cache.definitions("broken", broken, "python") == extract_definitions(broken, "python")
+    huge = b"x = 1\n" * 100_000
+    cache.derive("broken", "huge", huge, [(1, 100_000, 1, 3)])
+    assert cache.definitions("huge", huge, "python") is None
+    assert cache.stats["hit"] == 0 and cache.definitions("good", good, "python") is not None
+    assert cache.stats["hit"] == 1
 
 
 # -- range helpers -------------------------------------------------------------------------------

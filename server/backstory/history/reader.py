@@ -15,28 +15,29 @@ from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 from .. import symbols
-from .diff import diff_hunks
+from ..symbols.versions import VersionCache
+from .diff import diff_hunks, diff_ops
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
 from .policy import PathPolicy
 from .renames import detect_renames
 
 MAX_SIBLINGS = 60
 CACHE_OBJECTS = 4096
-CACHE_DEFINITIONS = 512
 
 
 class CachingStore:
     """An LRU cache in front of dulwich's object store.
 
     Walking history newest first, a commit's parent tree and old blobs are the next commit's tree and new blobs,
-    so most objects (and the definitions parsed from blobs) are needed twice in a row; caching halves pack reads.
+    so most objects are needed twice in a row; caching halves pack reads. ``versions`` does the same for parsed
+    file versions, and parses a file's old version incrementally from its new one.
     """
 
     def __init__(self, store: Any, size: int = CACHE_OBJECTS) -> None:
         self._store = store
         self._size = size
         self._cache: OrderedDict[bytes, Any] = OrderedDict()
-        self.definitions: OrderedDict[tuple[bytes, str], list[symbols.Definition] | None] = OrderedDict()
+        self.versions = VersionCache()
 
     def __getitem__(self, sha: bytes) -> Any:
         obj = self._cache.get(sha)
@@ -51,19 +52,6 @@ class CachingStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
-
-    def parse(self, sha: bytes | None, data: bytes, language: str) -> list[symbols.Definition] | None:
-        if sha is None or not data:
-            return []
-        key = (sha, language)
-        if key in self.definitions:
-            self.definitions.move_to_end(key)
-            return self.definitions[key]
-        defs = symbols.extract_definitions(data, language)
-        self.definitions[key] = defs
-        if len(self.definitions) > CACHE_DEFINITIONS:
-            self.definitions.popitem(last=False)
-        return defs
 
 
 _STORES: dict[int, CachingStore] = {}
@@ -164,9 +152,13 @@ def read_commit(
     return CommitDiff(commit=info, files=files, skipped=dict(skipped))
 
 
-def read_merge(repo: Repo, info: CommitInfo) -> CommitDiff:
+def read_merge(repo: Repo, info: CommitInfo, *, with_symbols: bool = False) -> CommitDiff:
     """A merge is not diffed for search, but symbol history needs to know which source files it changes
-    relative to each parent (to carry line ranges through it); only paths in parsable languages are listed."""
+    relative to each parent (to carry line ranges through it); only paths in parsable languages are listed.
+
+    With symbols, each parent's version of such a file is noted as parsable from the merge's version, which
+    was (or will soon be) parsed as the old side of a later commit: when an earlier commit asks for the parent's
+    version, it is parsed incrementally instead of from scratch (see `symbols.versions`)."""
     store = caching_store(repo)
     commit = store[info.sha.encode("ascii")]
     paths: list[tuple[str, str]] = []
@@ -179,20 +171,43 @@ def read_merge(repo: Repo, info: CommitInfo) -> CommitDiff:
         for change in tree_changes(store, parent_tree, commit.tree):  # type: ignore[arg-type]
             raw = change.new.path if change.new and change.new.path else change.old.path if change.old else None
             path = _decode_path(raw)
-            if path and symbols.language_for_path(path) in supported:
+            language = symbols.language_for_path(path) if path else None
+            if language in supported:
                 paths.append((parent, path))
+                if with_symbols and change.old and change.old.sha and change.new and change.new.sha:
+                    store.versions.note_successor((change.old.sha, language), (change.new.sha, language))
     return CommitDiff(commit=info, files=[], merge_paths=paths)
+
+
+def _definitions(store: CachingStore, key: tuple[bytes | None, str], data: bytes) -> list[symbols.Definition] | None:
+    """A version's definitions; parsed incrementally from a merge's version of the file when one is noted."""
+    versions = store.versions
+    later = versions.take_successor(key)
+    if later is not None and versions.can_derive(later, key):
+        later_data = versions.kept_source(later)
+        if later_data:
+            versions.derive(later, key, data, [op[:4] for op in diff_ops(data, later_data)])
+    return versions.definitions(key, data, key[1])
 
 
 def _attribute_symbols(
     fd: FileDiff, store: CachingStore, old: tuple[bytes | None, bytes], new: tuple[bytes | None, bytes]
 ) -> None:
     """Attach to each hunk the definitions its changed lines fall in (post-image for +, pre-image for -)."""
-    assert fd.language is not None
-    new_defs = store.parse(new[0], new[1], fd.language)
-    # the pre-image only matters for removed lines: pure additions skip a parse
-    needs_old = any(h.removed_lines for h in fd.hunks)
-    old_defs = store.parse(old[0], old[1], fd.language) if needs_old else []
+    language = fd.language
+    assert language is not None
+    versions = store.versions
+    new_key = (new[0], language)
+    old_key = (old[0], language)
+    new_defs = _definitions(store, new_key, new[1]) if new[0] is not None and new[1] else []
+    if old[0] is not None and new[0] is not None and old[1]:
+        # the old version is the new version of the next commit (in walk order) that changed this file
+        versions.derive(
+            new_key, old_key, old[1], [(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in fd.hunks]
+        )
+    # the pre-image only matters for removed lines: pure additions need no definitions of it
+    needs_old = old[0] is not None and bool(old[1]) and any(h.removed_lines for h in fd.hunks)
+    old_defs = _definitions(store, old_key, old[1]) if needs_old else []
     if new_defs is None or old_defs is None:
         return  # too large / minified: recorded as not parsed
     fd.parsed = True

@@ -1,8 +1,11 @@
 """Reading commits in worker processes: diffing and tree-sitter parsing are CPU-bound Python, so on a 2-core
 machine two readers roughly halve the history phase while the parent writes to SQLite and Tantivy.
 
-Workers are spawned (not forked: the language server has threads), each opens the repository itself, and gets
-contiguous chunks of commits so its object and parse caches keep working. Results come back in order.
+Workers are spawned (not forked: the language server has threads) and each opens the repository itself. Each
+worker reads whole *segments* (contiguous stretches of the walk) in chunks, so its caches follow the history:
+a commit's old objects are the next commit's new ones, and a file's older version is parsed incrementally from
+its newer one (`symbols.versions`); every switch to another stretch starts those caches cold, so segments are
+long. Results come back in walk order, with at most two segments per worker read ahead.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -22,7 +26,8 @@ from ..history.policy import PathPolicy
 from ..history.reader import read_commit, read_merge
 from ..history.repo import open_repo
 
-CHUNK = 24
+CHUNK = 24  # commits per task: the unit in which results stream back
+SEGMENT_MAX = 1024  # commits per segment at most (bounds what is read ahead of the writer)
 MIN_PARALLEL = 150  # below this, starting workers costs more than it saves
 
 _worker: dict[str, Any] = {}
@@ -51,44 +56,63 @@ def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, parent: i
     _worker["symbols"] = with_symbols
 
 
-def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff | CommitInfo]:
+def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool) -> CommitDiff:
+    if info.is_merge:
+        return read_merge(repo, info, with_symbols=with_symbols)
+    return read_commit(repo, info, policy, with_symbols=with_symbols)
+
+
+def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
     repo, policy, with_symbols = _worker["repo"], _worker["policy"], _worker["symbols"]
-    return [
-        read_merge(repo, i) if i.is_merge else read_commit(repo, i, policy, with_symbols=with_symbols) for i in infos
-    ]
+    return [_read(repo, i, policy, with_symbols) for i in infos]
 
 
-def read_all(
-    repo: Repo, todo: Sequence[CommitInfo], policy: PathPolicy, with_symbols: bool
-) -> Iterator[CommitDiff | CommitInfo]:
-    """Every commit of ``todo`` read (merges passed through), in order."""
+def segments(total: int, n: int) -> list[tuple[int, int]]:
+    """Split ``range(total)`` into contiguous (start, end) segments for ``n`` workers: two per worker of equal
+    size, at most `SEGMENT_MAX` (each switch costs cold caches; the cap bounds what is read ahead)."""
+    size = max(CHUNK, min(SEGMENT_MAX, -(-total // (2 * n))))
+    return [(start, min(total, start + size)) for start in range(0, total, size)]
+
+
+def read_all(repo: Repo, todo: Sequence[CommitInfo], policy: PathPolicy, with_symbols: bool) -> Iterator[CommitDiff]:
+    """Every commit of ``todo`` read (merges recorded with their changed paths), in order."""
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:
-            yield (
-                read_merge(repo, info) if info.is_merge else read_commit(repo, info, policy, with_symbols=with_symbols)
-            )
+            yield _read(repo, info, policy, with_symbols)
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
-    chunks = [list(todo[i : i + CHUNK]) for i in range(0, len(todo), CHUNK)]
-    with ProcessPoolExecutor(
-        n, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols, os.getpid())
-    ) as pool:
-        pending: list[Future[list[CommitDiff | CommitInfo]]] = []
-        ahead = n * 3
-        it = iter(chunks)
-        try:
-            for chunk in it:
-                pending.append(pool.submit(_read_chunk, chunk))
-                if len(pending) >= ahead:
-                    break
-            while pending:
-                done = pending.pop(0)
-                nxt = next(it, None)
-                if nxt is not None:
-                    pending.append(pool.submit(_read_chunk, nxt))
-                yield from done.result()
-        finally:
-            for f in pending:
+    # one single-process pool per worker, so that a segment's chunks all go to the same process, in order
+    pools = [
+        ProcessPoolExecutor(1, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols, os.getpid()))
+        for _ in range(n)
+    ]
+    plan = segments(len(todo), n)
+    queued: deque[deque[Future[list[CommitDiff]]]] = deque()  # per submitted segment, its chunks in order
+    submitted = 0
+
+    def submit() -> None:
+        nonlocal submitted
+        while submitted < len(plan) and len(queued) < 2 * n:
+            start, end = plan[submitted]
+            pool = pools[submitted % n]
+            queued.append(
+                deque(pool.submit(_read_chunk, list(todo[i : min(end, i + CHUNK)])) for i in range(start, end, CHUNK))
+            )
+            submitted += 1
+
+    try:
+        submit()
+        while queued:
+            chunks = queued[0]
+            while chunks:
+                yield from chunks.popleft().result()
+            queued.popleft()
+            submit()
+    finally:
+        for futures in queued:
+            for f in futures:
                 f.cancel()
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)

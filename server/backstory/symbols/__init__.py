@@ -35,6 +35,9 @@ Deliberately not extracted: local variables, fields/properties holding plain val
 ``var``s, Java fields, enum variants, anonymous functions and classes (their contents are
 attributed to the enclosing named definition instead).
 
+For a history walk, `versions.VersionCache` gives the same definitions per file version while parsing each
+older version incrementally from its successor and re-matching only what changed.
+
 Queries: each grammar wheel's ``queries/tags.scm`` (``@definition.*`` patterns only) plus our
 ``queries/<language>.scm``; C and C++ use only ours. See `languages.SPECS`.
 """

@@ -11,11 +11,12 @@ import importlib
 import logging
 import re
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib.resources import files
 
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 from .languages import CLASSLIKE, NON_SCOPE, SPECS, LanguageSpec
 from .model import KINDS, Definition, sort_definitions
@@ -107,7 +108,14 @@ def _parser(language_id: str, language: Language) -> Parser:
 
 
 def _too_long_line(source: bytes, limit: int) -> bool:
-    return len(source) > limit and max(map(len, source.split(b"\n"))) > limit
+    if len(source) <= limit:
+        return False
+    # a line longer than `limit` covers a whole aligned window of `limit // 2` bytes: look for a window without
+    # a newline first (memchr per window), and split into lines only when there is one
+    window = max(1, limit // 2)
+    if all(source.find(b"\n", i, i + window) != -1 for i in range(0, len(source) - window + 1, window)):
+        return False
+    return max(map(len, source.split(b"\n"))) > limit
 
 
 def _signature(source: bytes, start_byte: int) -> str:
@@ -128,10 +136,14 @@ def _lines(node: Node) -> tuple[int, int]:
     return start.row + 1, end_row + 1
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Found:
+    """One matched definition before qualification; immutable, so a version's list can be carried over to the
+    next older version (see `versions`)."""
+
     start_byte: int
     end_byte: int
+    ntype: str
     segment: str
     short: str
     kind: str
@@ -140,47 +152,59 @@ class _Found:
     signature: str
 
 
-def _collect(compiled: _Compiled, spec: LanguageSpec, root: Node, source: bytes) -> list[_Found]:
+def _collect(
+    compiled: _Compiled,
+    spec: LanguageSpec,
+    root: Node,
+    source: bytes,
+    spans: Sequence[tuple[int, int]] | None = None,
+) -> list[_Found]:
+    """Every definition matched in the tree, or (``spans``) in matches that intersect one of the byte spans."""
     found: list[_Found] = []
     seen: set[tuple[int, int, str]] = set()
     kinds = compiled.kinds
-    for _pattern, captures in QueryCursor(compiled.query).matches(root):
-        node: Node | None = None
-        kind = ""
-        for cname, nodes in captures.items():
-            k = kinds.get(cname)
-            if k is not None and nodes:
-                node, kind = nodes[0], k
-                break
-        if node is None:
-            continue
-        ntype = node.type
-        key = (node.start_byte, node.end_byte, ntype)
-        if key in seen or ntype in spec.skip_nodes:  # several patterns may match one node
-            continue
-        names = captures.get("name")
-        kind = spec.node_kinds.get(ntype, kind)
-        res = resolve(spec.id, node, names[0] if names else None, kind, source)
-        if res is None:
-            continue
-        seen.add(key)
-        start_line, end_line = _lines(node)
-        found.append(
-            _Found(
-                node.start_byte,
-                node.end_byte,
-                res[0],
-                res[1],
-                res[2],
-                start_line,
-                end_line,
-                _signature(source, node.start_byte),
+    cursor = QueryCursor(compiled.query)
+    for span in spans if spans is not None else (None,):
+        if span is not None:
+            cursor.set_byte_range(*span)
+        for _pattern, captures in cursor.matches(root):
+            node: Node | None = None
+            kind = ""
+            for cname, nodes in captures.items():
+                k = kinds.get(cname)
+                if k is not None and nodes:
+                    node, kind = nodes[0], k
+                    break
+            if node is None:
+                continue
+            ntype = node.type
+            key = (node.start_byte, node.end_byte, ntype)
+            if key in seen or ntype in spec.skip_nodes:  # several patterns may match one node
+                continue
+            names = captures.get("name")
+            kind = spec.node_kinds.get(ntype, kind)
+            res = resolve(spec.id, node, names[0] if names else None, kind, source)
+            if res is None:
+                continue
+            seen.add(key)
+            start_line, end_line = _lines(node)
+            found.append(
+                _Found(
+                    node.start_byte,
+                    node.end_byte,
+                    ntype,
+                    res[0],
+                    res[1],
+                    res[2],
+                    start_line,
+                    end_line,
+                    _signature(source, node.start_byte),
+                )
             )
-        )
     return found
 
 
-def _cpp_namespace_functions(found: list[_Found]) -> None:
+def _cpp_namespace_functions(found: list[_Found]) -> list[_Found]:
     """``int detail::checksum() {}`` is a function when ``detail`` is a namespace of this file.
 
     Out-of-line qualified definitions are assumed to be methods (their class usually lives in a
@@ -188,13 +212,16 @@ def _cpp_namespace_functions(found: list[_Found]) -> None:
     """
     modules = {f.short for f in found if f.kind == "module"}
     if not modules:
-        return
+        return found
     classes = {f.short for f in found if f.kind in CLASSLIKE}
+    out = []
     for f in found:
         if f.kind == "method" and "::" in f.segment:
             owner = f.segment.rsplit("::", 2)[-2]
             if owner in modules and owner not in classes:
-                f.kind = "function"
+                f = replace(f, kind="function")
+        out.append(f)
+    return out
 
 
 def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
@@ -204,23 +231,95 @@ def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
     on top. Types and constants are never scopes (``typedef struct S {..} S`` must not yield
     ``S.S``). A ``function`` whose nearest scope is class-like becomes a ``method``.
     """
-    found.sort(key=lambda f: (f.start_byte, -f.end_byte))
-    stack: list[tuple[_Found, str]] = []
+    stack: list[tuple[int, str, str]] = []  # (end byte, qualified name, kind) of each open scope
     out: list[Definition] = []
     sep = spec.separator
-    for f in found:
-        while stack and stack[-1][0].end_byte < f.end_byte:
+    for f in sorted(found, key=lambda f: (f.start_byte, -f.end_byte)):
+        while stack and stack[-1][0] < f.end_byte:
             stack.pop()
         parent = stack[-1] if stack else None
         kind = f.kind
-        if kind == "function" and parent is not None and parent[0].kind in spec.method_parents:
+        if kind == "function" and parent is not None and parent[2] in spec.method_parents:
             kind = "method"
         name = f"{parent[1]}{sep}{f.segment}" if spec.qualify and parent is not None else f.segment
         out.append(Definition(name, f.short, kind, f.start_line, f.end_line, f.signature))
         if kind not in NON_SCOPE:
-            f.kind = kind
-            stack.append((f, name))
+            stack.append((f.end_byte, name, kind))
     return out
+
+
+@dataclass(slots=True)
+class Parsed:
+    """One file version's parse tree with what reading definitions from it needs.
+
+    Kept (by `versions.VersionCache`) so that the next older version of the same file can be parsed
+    incrementally from it. ``tree`` is ``None`` for an empty source. ``language`` is the grammar
+    actually used: a ``"c"`` source that only parses as C++ says ``"cpp"``.
+    """
+
+    source: bytes
+    requested: str
+    language: str
+    tree: Tree | None
+    incremental: bool = False  # parsed from an edited tree of another version (not redone from scratch)
+    found: list[_Found] | None = None  # every matched definition, once `definitions` ran
+
+
+def parse(
+    source: bytes,
+    language: str,
+    *,
+    base: Tree | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+) -> Parsed | None:
+    """Parse ``source``; ``None`` means "not parsed" (no grammar, over a limit, or an unexpected failure).
+
+    ``base`` is an already edited tree of another version of this file (see `versions`): tree-sitter then
+    re-parses only around the edits. A re-parse that hits a syntax error is redone from scratch, because
+    tree-sitter's error recovery may depend on the previous tree and attribution must not depend on the walk.
+    """
+    if language not in SPECS or len(source) > max_bytes:
+        return None
+    try:
+        compiled = _compiled(language)
+        if compiled is None:
+            return None
+        if not source:
+            return Parsed(source, language, language, None)
+        if _too_long_line(source, max_line_length):
+            return None
+        parser = _parser(language, compiled.language)
+        tree = parser.parse(source, base) if base is not None else parser.parse(source)
+        incremental = base is not None
+        if incremental and tree.root_node.has_error:
+            tree, incremental = parser.parse(source), False
+        if language == "c" and tree.root_node.has_error and _CPP_MARKERS.search(source):
+            # `.h` is ambiguous: a C++ header read as C loses its classes and namespaces.
+            cpp = _compiled("cpp")
+            if cpp is not None:
+                return Parsed(source, language, "cpp", _parser("cpp", cpp.language).parse(source))
+        return Parsed(source, language, language, tree, incremental)
+    except Exception:  # the contract is "never raise on any bytes"
+        log.exception("parsing failed for a %s source of %d bytes", language, len(source))
+        return None
+
+
+def definitions(parsed: Parsed) -> list[Definition] | None:
+    """The definitions of a parsed version (see `extract_definitions`); ``None`` on an unexpected failure."""
+    if parsed.tree is None:
+        return []
+    try:
+        spec = SPECS[parsed.language]
+        if parsed.found is None:
+            compiled = _compiled(parsed.language)
+            assert compiled is not None
+            parsed.found = _collect(compiled, spec, parsed.tree.root_node, parsed.source)
+        found = _cpp_namespace_functions(parsed.found) if spec.id == "cpp" else parsed.found
+        return sort_definitions(_qualify(found, spec))
+    except Exception:  # the contract is "never raise on any bytes"
+        log.exception("definition extraction failed for a %s source of %d bytes", parsed.language, len(parsed.source))
+        return None
 
 
 def extract_definitions(
@@ -240,28 +339,5 @@ def extract_definitions(
     errors still yield whatever tree-sitter recovered around its ERROR nodes, invalid UTF-8 is
     replaced in names, and an unexpected failure is logged and reported as ``None``.
     """
-    spec = SPECS.get(language)
-    if spec is None or len(source) > max_bytes:
-        return None
-    try:
-        compiled = _compiled(language)
-        if compiled is None:
-            return None
-        if not source:
-            return []
-        if _too_long_line(source, max_line_length):
-            return None
-        tree = _parser(language, compiled.language).parse(source)
-        if language == "c" and tree.root_node.has_error and _CPP_MARKERS.search(source):
-            # `.h` is ambiguous: a C++ header read as C loses its classes and namespaces.
-            cpp = _compiled("cpp")
-            if cpp is not None:
-                spec, compiled = SPECS["cpp"], cpp
-                tree = _parser("cpp", cpp.language).parse(source)
-        found = _collect(compiled, spec, tree.root_node, source)
-        if spec.id == "cpp":
-            _cpp_namespace_functions(found)
-        return sort_definitions(_qualify(found, spec))
-    except Exception:  # the contract is "never raise on any bytes"
-        log.exception("definition extraction failed for a %s source of %d bytes", language, len(source))
-        return None
+    parsed = parse(source, language, max_bytes=max_bytes, max_line_length=max_line_length)
+    return None if parsed is None else definitions(parsed)

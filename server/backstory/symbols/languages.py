@@ -26,6 +26,9 @@ class LanguageSpec:
     ``@definition.*`` patterns are kept); ``extra`` names our own query file in
     ``backstory.symbols.queries`` that adds what tags.scm misses. ``node_kinds`` overrides the
     kind taken from the capture name by node type (tags.scm calls a Rust struct a "class").
+    ``context_nodes`` are the definition node types whose match (or name) depends on more than the node's own
+    subtree: a pattern that names their parent, or a resolver that looks at it. An unchanged node of these
+    types is never carried over from another version of the file; it is matched again (see `versions`).
     """
 
     id: str
@@ -38,6 +41,7 @@ class LanguageSpec:
     method_parents: frozenset[str] = CLASSLIKE
     node_kinds: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
     skip_nodes: frozenset[str] = frozenset()
+    context_nodes: frozenset[str] = frozenset()
 
 
 def _kinds(**mapping: str) -> MappingProxyType[str, str]:
@@ -45,17 +49,30 @@ def _kinds(**mapping: str) -> MappingProxyType[str, str]:
 
 
 _C_KINDS = _kinds(function_definition="function", declaration="function", preproc_function_def="function")
+# a `declaration` inside a function body is local, not API (naming._c_family looks at the parent)
+_C_CONTEXT = frozenset({"declaration"})
+# `(lexical_declaration (variable_declarator ...) @definition.function)` (and `variable_declaration`). Rust's
+# `(declaration_list (function_item) @definition.method)` needs no entry: `node_kinds` makes every
+# `function_item` a function whichever pattern matched it.
+_DECLARATORS = frozenset({"variable_declarator"})
 
 SPECS: MappingProxyType[str, LanguageSpec] = MappingProxyType(
     {
         s.id: s
         for s in (
-            LanguageSpec("python", "tree_sitter_python", bundled=("tree_sitter_python",)),
+            # `(module (expression_statement (assignment ...) @definition.constant))`: module-level only
+            LanguageSpec(
+                "python",
+                "tree_sitter_python",
+                bundled=("tree_sitter_python",),
+                context_nodes=frozenset({"assignment"}),
+            ),
             LanguageSpec(
                 "javascript",
                 "tree_sitter_javascript",
                 bundled=("tree_sitter_javascript",),
                 extra="javascript.scm",
+                context_nodes=_DECLARATORS,
             ),
             # TypeScript's tags.scm only adds TS-only constructs; the tags CLI inherits the
             # JavaScript file, so we do the same.
@@ -65,6 +82,7 @@ SPECS: MappingProxyType[str, LanguageSpec] = MappingProxyType(
                 "language_typescript",
                 bundled=("tree_sitter_javascript", "tree_sitter_typescript"),
                 extra="typescript.scm",
+                context_nodes=_DECLARATORS,
             ),
             LanguageSpec(
                 "tsx",
@@ -72,6 +90,7 @@ SPECS: MappingProxyType[str, LanguageSpec] = MappingProxyType(
                 "language_tsx",
                 bundled=("tree_sitter_javascript", "tree_sitter_typescript"),
                 extra="typescript.scm",
+                context_nodes=_DECLARATORS,
             ),
             LanguageSpec(
                 "rust",
@@ -95,8 +114,12 @@ SPECS: MappingProxyType[str, LanguageSpec] = MappingProxyType(
             # The C/C++ tags.scm capture the *declarator* (`foo(int x)`) instead of the function
             # definition, so prototypes look like definitions and ranges miss the body; we use
             # our own queries only.
-            LanguageSpec("c", "tree_sitter_c", extra="c.scm", qualify=False, node_kinds=_C_KINDS),
-            LanguageSpec("cpp", "tree_sitter_cpp", extra="cpp.scm", separator="::", node_kinds=_C_KINDS),
+            LanguageSpec(
+                "c", "tree_sitter_c", extra="c.scm", qualify=False, node_kinds=_C_KINDS, context_nodes=_C_CONTEXT
+            ),
+            LanguageSpec(
+                "cpp", "tree_sitter_cpp", extra="cpp.scm", separator="::", node_kinds=_C_KINDS, context_nodes=_C_CONTEXT
+            ),
             LanguageSpec(
                 "ruby",
                 "tree_sitter_ruby",

@@ -1,0 +1,258 @@
+"""Definitions of successive versions of files, parsing each older version incrementally from its successor.
+
+The indexer walks history newest first, so for every modified file it holds the new version's parse tree and
+the diff to the old version. Tree-sitter can re-parse the old version from the new tree once the tree is told
+where the text changed (`Tree.edit`), which re-lexes only around the changed lines instead of the whole file.
+The old version is usually the *new* version of the next commit that touched the file, so its definitions are
+wanted soon after; that is why `VersionCache.derive` runs even when the current diff only adds lines.
+
+The result is the same as a fresh parse (`extract.parse` redoes a re-parse that meets a syntax error from
+scratch, and every edit is checked against the bytes before it is used); the cache is an optimisation only.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Sequence
+from itertools import accumulate
+
+from tree_sitter import Point, Tree
+
+from .extract import Parsed, _collect, _compiled, _Found, definitions, parse
+from .languages import SPECS
+from .model import Definition
+
+#: Unified-diff hunk shape: (old_start, old_lines, new_start, new_lines), 1-based, a start of a side with no
+#: lines naming the line before it (what `history.diff.diff_hunks` produces).
+Block = tuple[int, int, int, int]
+#: One `Tree.edit`: start, old end and new end, each as (byte, point).
+Edit = tuple[int, int, int, Point, Point, Point]
+#: One changed block as byte spans: (new start, new end, old start, old end, line shift of the text after it).
+Move = tuple[int, int, int, int, int]
+
+DEFINITIONS = 512  # definition lists kept (small: names and line numbers)
+TREES = 256  # parse trees kept (about 100 bytes per source line): enough for the files a stretch of history edits
+GAP = 2048  # re-matched spans closer than this are matched as one (fewer query runs, same result)
+
+
+class _Lines:
+    """Byte offset and tree-sitter point of the start of each line (and of the end of the text)."""
+
+    __slots__ = ("ends", "size", "tail")
+
+    def __init__(self, data: bytes) -> None:
+        pieces = data.split(b"\n")
+        self.size = len(data)
+        self.ends = list(accumulate(map(len, pieces)))  # ends[k] + k: the offset of line k's newline
+        self.tail = len(pieces[-1])  # bytes after the last newline
+
+    def position(self, line: int) -> tuple[int, Point]:
+        """Where 0-based ``line`` starts; past the last line: the end of the text."""
+        if line == 0:
+            return 0, Point(0, 0)
+        if line < len(self.ends):
+            return self.ends[line - 1] + line, Point(line, 0)
+        return self.size, Point(len(self.ends) - 1, self.tail)
+
+
+def _span(start: int, count: int) -> tuple[int, int]:
+    first = start - 1 if count else start
+    return first, first + count
+
+
+def edits_to_older(new: bytes, old: bytes, blocks: Sequence[Block]) -> tuple[list[Edit], list[Move]] | None:
+    """The `Tree.edit` calls that turn a tree of ``new`` into one of ``old`` (last block first, so each edit's
+    coordinates are still those of the unedited text before it) and the blocks as byte spans (first block
+    first); ``None`` when the blocks do not describe the two texts exactly (e.g. a final line that only gained
+    or lost its newline), so the caller parses afresh."""
+    nl, ol = _Lines(new), _Lines(old)
+    edits: list[Edit] = []
+    moves: list[Move] = []
+    new_end, old_end = nl.size, ol.size  # the unchanged text after the current block ends here
+    for old_start, old_count, new_start, new_count in reversed(blocks):
+        o1, o2 = _span(old_start, old_count)
+        n1, n2 = _span(new_start, new_count)
+        (ob1, op1), (ob2, op2) = ol.position(o1), ol.position(o2)
+        (nb1, np1), (nb2, np2) = nl.position(n1), nl.position(n2)
+        if ob2 > old_end or nb2 > new_end or new[nb2:new_end] != old[ob2:old_end]:
+            return None
+        rows = op2.row - op1.row
+        end_point = Point(np1.row + rows, op2.column if rows else np1.column + op2.column - op1.column)
+        edits.append((nb1, nb2, nb1 + ob2 - ob1, np1, np2, end_point))
+        moves.append((nb1, nb2, ob1, ob2, op2.row - np2.row))
+        new_end, old_end = nb1, ob1
+    if new_end != old_end or new[:new_end] != old[:old_end]:
+        return None
+    moves.reverse()
+    return edits, moves
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Sorted, merged closed spans as (starts, ends); spans less than `GAP` apart are joined."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for a, b in sorted(spans):
+        if ends and a <= ends[-1] + GAP:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+    return starts, ends
+
+
+def _hits(starts: list[int], ends: list[int], f: _Found) -> bool:
+    """Whether ``f``'s bytes touch one of the spans (closed intervals: touching counts)."""
+    k = bisect_right(starts, f.end_byte) - 1
+    return k >= 0 and ends[k] >= f.start_byte
+
+
+def carry_over(
+    base: list[_Found], older: Parsed, moves: list[Move], changed: list[tuple[int, int]]
+) -> tuple[list[_Found], int]:
+    """The definitions of ``older`` from those of the newer version (``base``) and a query over what changed.
+
+    A definition whose node lies outside every changed block and every range tree-sitter reports as changed in
+    structure has the same subtree in both versions, so the same match: it is kept, moved by the blocks before
+    it. Everything else (definitions in or around changed text, and `LanguageSpec.context_nodes`) is matched
+    again in ``older``'s tree, restricted to those spans. Together that is exactly a full match of the tree.
+    Returns the definitions and how many of them were kept.
+    """
+    assert older.tree is not None
+    spec = SPECS[older.language]
+    compiled = _compiled(older.language)
+    assert compiled is not None
+    move_starts = [m[0] for m in moves]
+    spans = [(m[2], m[3]) for m in moves] + changed
+    kept: list[_Found] = []
+    for f in base:
+        k = bisect_right(move_starts, f.end_byte) - 1
+        if k >= 0:
+            _nb1, nb2, _ob1, ob2, lines = moves[k]
+            if nb2 >= f.start_byte:
+                continue  # in or touching a changed block: matched again below
+            shift = ob2 - nb2
+            f = _Found(
+                f.start_byte + shift, f.end_byte + shift, f.ntype, f.segment, f.short, f.kind,
+                f.start_line + lines, f.end_line + lines, f.signature,
+            )  # fmt: skip
+        if f.ntype in spec.context_nodes:
+            spans.append((f.start_byte, f.end_byte))
+        else:
+            kept.append(f)
+    starts, ends = _merged(spans)
+    kept = [f for f in kept if not _hits(starts, ends, f)]
+    query = [(max(0, a - 1), b + 1) for a, b in zip(starts, ends, strict=True)]
+    fresh = _collect(compiled, spec, older.tree.root_node, older.source, query)
+    return kept + [f for f in fresh if _hits(starts, ends, f)], len(kept)
+
+
+class VersionCache:
+    """Definitions per file version, keyed by the caller (blob id and language), with parse trees of the most
+    recently seen versions kept so that an older version can be derived from them (see the module doc).
+
+    ``stats`` counts full parses, incremental parses, fallbacks and hits, for benchmarks and tests.
+    """
+
+    def __init__(self, size: int = DEFINITIONS, trees: int = TREES) -> None:
+        self._size = size
+        self._tree_size = trees
+        self._defs: OrderedDict[Hashable, list[Definition] | None] = OrderedDict()
+        self._trees: OrderedDict[Hashable, Parsed] = OrderedDict()
+        self.stats: Counter[str] = Counter()
+        self.carry = True  # carry definitions over between versions (off: match every version in full)
+        self._successors: OrderedDict[Hashable, Hashable] = OrderedDict()  # version → a later one (merges)
+        self._waiting: Counter[Hashable] = Counter()  # later version → how many noted versions wait for it
+
+    def note_successor(self, version: Hashable, later: Hashable) -> None:
+        """Remember that ``version`` can be parsed from ``later`` (a merge's version of the file; see
+        `history.reader.read_merge`), and keep ``later``'s tree for it."""
+        if version in self._successors:
+            return
+        self._successors[version] = later
+        self._waiting[later] += 1
+        if len(self._successors) > self._size:
+            self._forget(self._successors.popitem(last=False)[1])
+
+    def take_successor(self, version: Hashable) -> Hashable | None:
+        """The later version noted for ``version`` (once)."""
+        later = self._successors.pop(version, None)
+        if later is not None:
+            self._forget(later)
+            self.stats["successor"] += 1
+        return later
+
+    def _forget(self, later: Hashable) -> None:
+        self._waiting[later] -= 1
+        if self._waiting[later] <= 0:
+            del self._waiting[later]
+
+    def definitions(self, key: Hashable, source: bytes, language: str) -> list[Definition] | None:
+        """What `extract_definitions(source, language)` returns, computed at most once per key while cached."""
+        if key in self._defs:
+            self._defs.move_to_end(key)
+            self.stats["hit"] += 1
+            return self._defs[key]
+        parsed = self._trees.get(key)
+        if parsed is None:
+            self.stats["full"] += 1
+            parsed = parse(source, language)
+            if parsed is not None and parsed.tree is not None:
+                self._keep_tree(key, parsed)
+        defs = None if parsed is None else definitions(parsed)
+        self._defs[key] = defs
+        if len(self._defs) > self._size:
+            self._defs.popitem(last=False)
+        return defs
+
+    def can_derive(self, new_key: Hashable, old_key: Hashable) -> bool:
+        """Whether `derive` would parse ``old_key`` from ``new_key`` (so the caller can skip preparing a diff)."""
+        return new_key in self._trees and old_key not in self._defs and old_key not in self._trees
+
+    def kept_source(self, key: Hashable) -> bytes | None:
+        """The text of a version whose tree is kept."""
+        parsed = self._trees.get(key)
+        return None if parsed is None else parsed.source
+
+    def derive(self, new_key: Hashable, old_key: Hashable, old_source: bytes, blocks: Sequence[Block]) -> None:
+        """Parse the version ``old_key`` (text ``old_source``) from the kept tree of ``new_key``, which differs
+        from it by the diff ``blocks`` (old → new); nothing when that tree is not kept or ``old_key`` is known."""
+        base = self._trees.get(new_key)
+        if base is None or base.tree is None or old_key in self._defs or old_key in self._trees:
+            return
+        if base.language != base.requested:
+            return  # a C header parsed as C++: its C tree is gone, parse the old version afresh when asked
+        plan = edits_to_older(base.source, old_source, blocks)
+        if plan is None:
+            self.stats["fallback"] += 1
+            return
+        edits, moves = plan
+        tree = base.tree.copy()
+        for edit in edits:
+            tree.edit(*edit)
+        self.stats["incremental"] += 1
+        parsed = parse(old_source, base.requested, base=tree)
+        if parsed is None or parsed.tree is None:
+            return
+        if parsed.incremental and base.found is not None and self.carry:
+            changed = [(r.start_byte, r.end_byte) for r in tree.changed_ranges(parsed.tree)]
+            parsed.found, kept = carry_over(base.found, parsed, moves, changed)
+            self.stats["carried"] += 1
+            self.stats["kept"] += kept
+            self.stats["matched"] += len(parsed.found) - kept
+        if not self._waiting.get(new_key):
+            # a base is seldom needed again (its older version is now kept) unless a merge noted more: evict first
+            self._trees.move_to_end(new_key, last=False)
+        self._keep_tree(old_key, parsed)
+
+    def _keep_tree(self, key: Hashable, parsed: Parsed) -> None:
+        self._trees[key] = parsed
+        self._trees.move_to_end(key)
+        if len(self._trees) > self._tree_size:
+            self._trees.popitem(last=False)
+
+
+def tree_of(cache: VersionCache, key: Hashable) -> Tree | None:
+    """The kept tree of a version (tests compare it with a fresh parse)."""
+    parsed = cache._trees.get(key)
+    return None if parsed is None else parsed.tree
