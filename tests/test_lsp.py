@@ -178,3 +178,40 @@ async def test_end_to_end(lsp_client: LanguageClient) -> None:
         await _cmd(lsp_client, "backstory.search", {"query": 42})
     again = await _cmd(lsp_client, "backstory.search", {"query": "date formatting"})
     assert again["results"]
+
+
+@pytest.mark.asyncio
+async def test_shutdown_while_embedding_exits_promptly_and_keeps_the_index(tmp_path: Path) -> None:
+    """shutdown + exit in the middle of the dense phase: the embedding child stops between batches, nothing is
+    written to the closed stream, the process exits, and the index stays usable (a later run resumes)."""
+    from pygls.lsp.client import LanguageClient as PlainClient
+
+    from gitrepo import fast_history
+
+    root = tmp_path / "big"
+    fast_history(root, 1500)
+    client = PlainClient("test", "1")
+    phases: list[str | None] = []
+    client.feature("backstory/status")(lambda p: phases.append(getattr(p, "phase", None)))
+    client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)(lambda p: None)
+    await client.start_io(sys.executable, "-m", "backstory", "serve")
+    caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
+    await client.initialize_async(types.InitializeParams(capabilities=caps, root_uri=root.as_uri()))
+    client.initialized(types.InitializedParams())
+    deadline = time.monotonic() + 120
+    while "dense" not in phases:
+        assert time.monotonic() < deadline, f"no dense phase seen: {phases[-3:]}"
+        await asyncio.sleep(0.05)
+    await client.shutdown_async(None)
+    client.exit(None)
+    started = time.monotonic()
+    await asyncio.wait_for(client.stop(), 30)
+    assert time.monotonic() - started < 30
+
+    from backstory.search.engine import Engine
+
+    engine = Engine(root, None)
+    index = engine.status()["index"]
+    assert index["indexed_commits"] == 1500
+    assert 0.0 <= index["dense_coverage"] < 1.0  # stopped part-way, resumable
+    engine.close()

@@ -104,18 +104,19 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     except (HistoryError, StoreError) as e:
         message = str(e)
         state.status = {"state": "error", "message": message}
-        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"Backstory: {e}"))
+        if not ls.closing:
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"Backstory: {e}"))
     except Exception as e:  # keep serving: report and log
         log.exception("indexing failed")
         message = f"indexing failed: {e}"
         state.status = {"state": "error", "message": message}
     finally:
         state.last_head = head  # after an error, retry only once HEAD moves again
-        if token is not None:
+        if token is not None and not ls.closing:
             ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
         state.hover_cache.clear()
         ls.send_status(state)
-        if state.status.get("state") == "ready":
+        if state.status.get("state") == "ready" and not ls.closing:
             prewarm_open_documents(ls, state)
 
 
@@ -127,6 +128,8 @@ def _dense_phase(ls: BackstoryServer, state: RepoState, progress: Any) -> None:
 
 
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:
+    if ls.closing:
+        return
     unit = "commits" if phase == "history" else "files embedded"
     label = "Indexing history" if phase == "history" else "Embedding changes"
     message = f"{label} {done:,}/{total:,} {unit}"

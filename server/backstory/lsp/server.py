@@ -35,6 +35,7 @@ class BackstoryServer(LanguageServer):
         self.repos = Repos()
         self._reported: set[str] = set()
         self._background: list[asyncio.Task[None]] = []
+        self.closing = False  # after shutdown/exit nothing may be written: the client stopped reading
 
     # -- reporting --------------------------------------------------------------------------------------------
 
@@ -61,6 +62,8 @@ class BackstoryServer(LanguageServer):
         return payload
 
     def send_status(self, state: RepoState) -> None:
+        if self.closing:
+            return
         self.protocol.notify(STATUS_NOTIFICATION, self.status_payload(state))
 
     # -- options ----------------------------------------------------------------------------------------------
@@ -137,6 +140,16 @@ def on_folders(ls: BackstoryServer, params: types.DidChangeWorkspaceFoldersParam
 
 @server.feature(types.SHUTDOWN)
 def on_shutdown(ls: BackstoryServer, _params: Any) -> None:
+    _stop_work(ls)
+
+
+@server.feature(types.EXIT)
+def on_exit(ls: BackstoryServer, _params: Any) -> None:
+    _stop_work(ls)  # an exit without shutdown too: indexing threads and the embedding child stop between batches
+
+
+def _stop_work(ls: BackstoryServer) -> None:
+    ls.closing = True
     for state in ls.repos.all():
         state.cancel.set()
     for task in ls._background:
