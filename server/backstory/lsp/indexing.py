@@ -1,7 +1,7 @@
 """Background indexing as a tracked, cancellable task with work-done progress, plus the freshness watcher.
 
-Blocking work (git reads, Tantivy writes) runs in worker threads and embedding in a child process; the event
-loop only relays progress. The watcher polls HEAD (two small file reads) twice a second: it works identically
+Indexing (history, then embeddings) runs in a spawned child process (see ``index_job``); the event loop only
+relays progress. The watcher polls HEAD (two small file reads) twice a second: it works identically
 in every client, unlike file-watcher registrations, and a new commit becomes searchable within about a second.
 """
 
@@ -12,16 +12,16 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from ..history.repo import HistoryError
-from ..index.build import BuildOptions, IndexReport, index_repository
+from ..index.build import BuildOptions, IndexReport
 from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
-from .dense_process import embed_in_child
 from .hover import prewarm_open_documents
+from .index_job import run_index_job
 
 if TYPE_CHECKING:
     from .server import BackstoryServer
@@ -64,6 +64,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     last = [0.0]
 
     def progress(phase: str, done: int, total: int) -> None:
+        if phase == "dense" and state.status.get("phase") == "history":
+            state.hover_cache.clear()  # history is complete: hovers may now show the new commits
         now = time.monotonic()
         if done < total and done > 0 and now - last[0] < REPORT_EVERY:
             return
@@ -84,21 +86,20 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     try:
         options = BuildOptions(excludes=tuple(ls.options.exclude))
 
-        def build(rebuild: bool) -> IndexReport:
-            return index_repository(
-                state.root, options=options, index_dir=ls.options.indexDir, rebuild=rebuild, progress=progress,
-                cancel=state.cancel, wait=30.0,
+        def build(rebuild: bool) -> tuple[IndexReport, str]:
+            return run_index_job(
+                state.root, options=options, index_dir=ls.options.indexDir, rebuild=rebuild, dense=ls.options.dense,
+                model_path=ls.options.modelPath, progress=progress, cancel=state.cancel,
             )  # fmt: skip
 
         try:
-            report = await asyncio.to_thread(build, rebuild)
+            report, dense_note = await asyncio.to_thread(build, rebuild)
         except RebuildNeeded as e:
             # the server owns its index: an outdated one is rebuilt rather than left unusable
             ls.report_once(f"Backstory: rebuilding the index ({e})", types.MessageType.Info)
-            report = await asyncio.to_thread(build, True)
-        state.hover_cache.clear()
-        if ls.options.dense and not report.cancelled and not state.cancel.is_set():
-            await asyncio.to_thread(_dense_phase, ls, state, progress)
+            report, dense_note = await asyncio.to_thread(build, True)
+        if dense_note:
+            log.info("dense phase skipped: %s", dense_note)
         message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
         state.status = {"state": "ready", "message": message}
     except (HistoryError, StoreError) as e:
@@ -118,13 +119,6 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         ls.send_status(state)
         if state.status.get("state") == "ready" and not ls.closing:
             prewarm_open_documents(ls, state)
-
-
-def _dense_phase(ls: BackstoryServer, state: RepoState, progress: Any) -> None:
-    """Embed pending units in a child process (see ``dense_process``); a missing model skips the phase."""
-    kind, detail = embed_in_child(state.engine.store.path, ls.options.modelPath, progress, state.cancel)
-    if kind == "skipped":
-        log.info("dense phase skipped: %s", detail)
 
 
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:

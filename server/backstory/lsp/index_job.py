@@ -1,0 +1,148 @@
+"""The language server's indexing job (history phase, then the dense phase), run in a spawned child process.
+
+Why a process and not a thread: indexing holds a lot of transient memory (the Tantivy writer's heap, dulwich
+and parse caches, the embedding model's activations) that a long-lived Python process never gives back to the
+system, and its Python work (diff assembly, tokenizing) competes with hovers and searches for the GIL. In a
+child, the server's memory stays at "catalogue + models for queries" and its event loop stays responsive. The
+child writes under the index write lock exactly like ``backstory index``; the server's engine reads what it
+committed (Tantivy reload, vectors by modification time).
+
+The child exits with its parent (``kill -9`` of the server leaves nothing behind) and stops between batches
+when the server's cancel event is set; the outcome comes back as messages and is re-raised as the same errors
+the in-process build raises.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, cast
+
+from ..history.repo import HistoryError
+from ..index.build import BuildOptions, IndexReport
+from ..index.store import RebuildNeeded, StoreError
+
+POLL_SECONDS = 0.2
+LOCK_WAIT_SECONDS = 30.0
+Progress = Callable[[str, int, int], None]
+
+
+def _exit_with_parent(parent: int) -> None:
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _embed(root: str, index_dir: str | None, model_path: str | None, progress: Progress, cancel: Any) -> str:
+    """The dense phase; returns a note ("" when it ran, the reason when no model is available)."""
+    from ..history.repo import open_repo
+    from ..index.build import store_for
+    from ..index.dense_build import embed_pending
+    from ..models import Embedder, ModelUnavailable, resolve_model
+
+    try:
+        embedder = Embedder(resolve_model(model_path))
+    except ModelUnavailable as e:
+        return str(e)
+    store = store_for(open_repo(root), index_dir)
+    with store.write_lock(wait=LOCK_WAIT_SECONDS):
+        embed_pending(store, embedder, progress=progress, cancel=cancel)
+    return ""
+
+
+def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> None:
+    """Entry point of the child: index, then embed, reporting progress and the outcome over ``conn``."""
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    try:
+        from ..index.build import index_repository
+
+        def progress(phase: str, done: int, total: int) -> None:
+            conn.send(("progress", phase, done, total))
+
+        report = index_repository(
+            job["root"], options=job["options"], index_dir=job["index_dir"], rebuild=job["rebuild"],
+            progress=progress, cancel=cancel, wait=LOCK_WAIT_SECONDS,
+        )  # fmt: skip
+        note = ""
+        if job["dense"] and not report.cancelled and not cancel.is_set():
+            note = _embed(job["root"], job["index_dir"], job["model_path"], progress, cancel)
+        conn.send(("done", report, note))
+    except RebuildNeeded as e:
+        conn.send(("rebuild", str(e)))
+    except StoreError as e:
+        conn.send(("store-error", str(e)))
+    except HistoryError as e:
+        conn.send(("history-error", str(e)))
+    except BaseException as e:  # report anything else; the server keeps serving
+        conn.send(("failed", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def run_index_job(
+    root: Path,
+    *,
+    options: BuildOptions,
+    index_dir: str | None,
+    rebuild: bool,
+    dense: bool,
+    model_path: str | None,
+    progress: Progress,
+    cancel: threading.Event,
+) -> tuple[IndexReport, str]:
+    """Index ``root`` (and embed, with ``dense``) in a spawned child; blocks, so call it from a worker thread.
+
+    Returns the history phase's report and the dense phase's note ("" or why it was skipped). Raises
+    :class:`RebuildNeeded`, :class:`StoreError` or :class:`HistoryError` like :func:`index_repository`.
+    """
+    ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads
+    stop = ctx.Event()
+    receive, send = ctx.Pipe(duplex=False)
+    job = {
+        "root": str(root), "options": options, "index_dir": index_dir, "rebuild": rebuild, "dense": dense,
+        "model_path": model_path,
+    }  # fmt: skip
+    # not a daemon: the child starts its own reader processes (see index.parallel); it exits with us anyway
+    child = ctx.Process(target=_child, args=(job, send, stop, os.getpid()), name="backstory-index")
+    child.start()
+    send.close()
+    outcome: tuple[Any, ...] = ("failed", "the indexing process exited without a result")
+    try:
+        while True:
+            if cancel.is_set():
+                stop.set()
+            if receive.poll(POLL_SECONDS):
+                try:
+                    msg = receive.recv()
+                except EOFError:
+                    break
+                if msg[0] == "progress":
+                    progress(msg[1], msg[2], msg[3])
+                else:
+                    outcome = msg
+            elif not child.is_alive():
+                break
+    finally:
+        if cancel.is_set():
+            stop.set()
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receive.close()
+    kind = outcome[0]
+    if kind == "done":
+        report = cast(IndexReport, outcome[1])
+        if cancel.is_set():
+            report.cancelled = True
+        return report, str(outcome[2])
+    errors: dict[str, type[Exception]] = {
+        "rebuild": RebuildNeeded, "store-error": StoreError, "history-error": HistoryError,
+    }  # fmt: skip
+    raise errors.get(kind, RuntimeError)(str(outcome[1]))
