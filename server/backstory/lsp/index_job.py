@@ -7,6 +7,10 @@ child, the server's memory stays at "catalogue + models for queries" and its eve
 child writes under the index write lock exactly like ``backstory index``; the server's engine reads what it
 committed (Tantivy reload, vectors by modification time).
 
+Small updates (a few new commits after HEAD moved) run in the server itself instead (``run_index_here``):
+spawning a child and importing the indexing stack costs about a second, which matters for "a new commit is
+searchable within 2 s" and buys nothing for a handful of commits.
+
 The child exits with its parent (``kill -9`` of the server leaves nothing behind) and stops between batches
 when the server's cancel event is set; the outcome comes back as messages and is re-raised as the same errors
 the in-process build raises.
@@ -23,7 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, cast
 
-from ..history.repo import HistoryError
+from ..history.repo import HistoryError, open_repo
 from ..index.build import BuildOptions, IndexReport
 from ..index.store import RebuildNeeded, StoreError
 
@@ -41,7 +45,6 @@ def _exit_with_parent(parent: int) -> None:
 
 def _embed(root: str, index_dir: str | None, model_path: str | None, progress: Progress, cancel: Any) -> str:
     """The dense phase; returns a note ("" when it ran, the reason when no model is available)."""
-    from ..history.repo import open_repo
     from ..index.build import store_for
     from ..index.dense_build import embed_pending
     from ..models import Embedder, ModelUnavailable, resolve_model
@@ -146,3 +149,29 @@ def run_index_job(
         "rebuild": RebuildNeeded, "store-error": StoreError, "history-error": HistoryError,
     }  # fmt: skip
     raise errors.get(kind, RuntimeError)(str(outcome[1]))
+
+
+def run_index_here(
+    root: Path,
+    *,
+    options: BuildOptions,
+    index_dir: str | None,
+    dense: bool,
+    embedder: Callable[[], Any],
+    progress: Progress,
+    cancel: threading.Event,
+) -> tuple[IndexReport, str]:
+    """The same job in this process, for small incremental updates; ``embedder`` returns the server's model."""
+    from ..index.build import index_repository, store_for
+    from ..index.dense_build import embed_pending
+
+    report = index_repository(
+        root, options=options, index_dir=index_dir, progress=progress, cancel=cancel, wait=LOCK_WAIT_SECONDS
+    )
+    model = embedder() if dense and not report.cancelled and not cancel.is_set() else None
+    if model is None:
+        return report, "no embedding model" if dense else ""
+    store = store_for(open_repo(root), index_dir)
+    with store.write_lock(wait=LOCK_WAIT_SECONDS):
+        embed_pending(store, model, progress=progress, cancel=cancel)
+    return report, ""

@@ -21,7 +21,7 @@ from ..index.build import BuildOptions, IndexReport
 from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
 from .hover import prewarm_open_documents
-from .index_job import run_index_job
+from .index_job import run_index_here, run_index_job
 
 if TYPE_CHECKING:
     from .server import BackstoryServer
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 REPORT_EVERY = 0.25
+SMALL_UPDATE_COMMITS = 50  # up to this many new commits (and file units to embed) are indexed in the server
+SMALL_UPDATE_UNITS = 300
 
 
 def start_indexing(ls: BackstoryServer, state: RepoState, rebuild: bool = False) -> bool:
@@ -87,6 +89,11 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         options = BuildOptions(excludes=tuple(ls.options.exclude))
 
         def build(rebuild: bool) -> tuple[IndexReport, str]:
+            if not rebuild and _small_update(state):
+                return run_index_here(
+                    state.root, options=options, index_dir=ls.options.indexDir, dense=ls.options.dense,
+                    embedder=state.engine.dense.embedder, progress=progress, cancel=state.cancel,
+                )  # fmt: skip
             return run_index_job(
                 state.root, options=options, index_dir=ls.options.indexDir, rebuild=rebuild, dense=ls.options.dense,
                 model_path=ls.options.modelPath, progress=progress, cancel=state.cancel,
@@ -119,6 +126,19 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         ls.send_status(state)
         if state.status.get("state") == "ready" and not ls.closing:
             prewarm_open_documents(ls, state)
+
+
+def _small_update(state: RepoState) -> bool:
+    """A few new commits on an existing index: cheaper in this process than in a freshly spawned child."""
+    try:
+        if not state.engine.store.exists():
+            return False
+        info, _allowed, _hint = state.engine.freshness()
+        pending = state.engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=0").fetchone()[0]
+    except Exception:
+        return False
+    behind = info.get("commits_behind_head")
+    return isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS and pending <= SMALL_UPDATE_UNITS
 
 
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:
