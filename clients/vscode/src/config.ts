@@ -12,6 +12,7 @@ export interface Settings {
   resultsCount: number;
   rerank: boolean;
   hoverEnabled: boolean;
+  hoverPrewarm: boolean;
   trace: string;
   testResultsFile: string;
 }
@@ -27,6 +28,7 @@ export function readSettings(cfg: ConfigGetter): Settings {
     resultsCount: Number.isFinite(count) ? Math.min(100, Math.max(1, Math.round(count))) : 10,
     rerank: cfg.get<boolean>("rerank") !== false,
     hoverEnabled: cfg.get<boolean>("hover.enabled") ?? true,
+    hoverPrewarm: cfg.get<boolean>("hover.prewarm") !== false,
     trace: String(cfg.get<string>("trace.server") ?? "off"),
     testResultsFile: String(cfg.get<string>("test.resultsFile") ?? ""),
   };
@@ -41,7 +43,7 @@ export function serverSection(s: Settings): Record<string, unknown> {
     server: { path: s.server.path, args: s.server.args },
     results: { count: s.resultsCount },
     rerank: s.rerank,
-    hover: { enabled: s.hoverEnabled },
+    hover: { enabled: s.hoverEnabled, prewarm: s.hoverPrewarm },
     trace: { server: s.trace },
   };
 }

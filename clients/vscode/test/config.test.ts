@@ -14,6 +14,7 @@ describe("settings", () => {
       resultsCount: 10,
       rerank: true,
       hoverEnabled: true,
+      hoverPrewarm: true,
       trace: "off",
       testResultsFile: "",
     });
@@ -24,6 +25,7 @@ describe("settings", () => {
     assert.equal(s.rerank, true);
     assert.deepEqual(s.server.args, ["--a", "3"]);
     assert.equal(s.hoverEnabled, false);
+    assert.equal(readSettings(getter({ "hover.prewarm": false })).hoverPrewarm, false);
     assert.equal(readSettings(getter({ "results.count": 0 })).resultsCount, 1);
   });
   it("builds the section sent as initializationOptions and for workspace/configuration", () => {
@@ -32,7 +34,7 @@ describe("settings", () => {
       server: { path: "/x/backstory", args: [] },
       results: { count: 7 },
       rerank: false,
-      hover: { enabled: true },
+      hover: { enabled: true, prewarm: true },
       trace: { server: "verbose" },
     });
   });
