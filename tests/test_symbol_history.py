@@ -231,11 +231,17 @@ def test_history_cli_json(repo: GitRepo) -> None:
     assert Path(repo.path).exists()
 
 
-def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
+def _feature_strips_load(repo: GitRepo, subject: str = "feature: strip") -> str:
+    """v1 on main, then a `feature` branch whose commit makes load() strip; leaves main checked out."""
     repo.commit("v1", {"pkg/io.py": PY_V1})
     repo.git("checkout", "-q", "-b", "feature")
-    repo.commit("feature: strip on load", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
+    side = repo.commit(subject, {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
     repo.git("checkout", "-q", "main")
+    return side
+
+
+def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
+    _feature_strips_load(repo, "feature: strip on load")
     shifted = "# license header\n\n" + PY_V1.replace('"w"', '"wb"')
     repo.commit("main: header and binary save", {"pkg/io.py": shifted})
     repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
@@ -252,10 +258,7 @@ def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
 def test_merge_that_changed_the_function_against_both_parents_is_listed(repo: GitRepo) -> None:
     # git log -L lists a merge whose result differs from every parent inside the range (a conflict resolved
     # by hand), and keeps following both sides
-    repo.commit("v1", {"pkg/io.py": PY_V1})
-    repo.git("checkout", "-q", "-b", "feature")
-    repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
-    repo.git("checkout", "-q", "main")
+    _feature_strips_load(repo)
     repo.commit("main: lower", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().lower()")})
     repo.git("merge", "-q", "--no-ff", "--no-commit", "feature", check=False)
     merge = repo.commit(
@@ -270,10 +273,7 @@ def test_merge_that_changed_the_function_against_both_parents_is_listed(repo: Gi
 def test_merge_that_kept_the_first_parent_hides_the_side_branch(repo: GitRepo) -> None:
     # the side branch edited load() but the merge kept main's version: the first parent takes all the blame,
     # so git log -L does not follow the side branch (the old walk, carrying to every parent, listed its commit)
-    repo.commit("v1", {"pkg/io.py": PY_V1})
-    repo.git("checkout", "-q", "-b", "feature")
-    side = repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
-    repo.git("checkout", "-q", "main")
+    side = _feature_strips_load(repo)
     repo.commit("main: save flushes", {"pkg/io.py": PY_V1.replace("fh.write(data)", "fh.write(data); fh.flush()")})
     repo.git("merge", "-q", "--no-ff", "-s", "ours", "-m", "merge feature, keep ours", "feature")
     tp, ours, oracle, bad = compare_all(repo)
@@ -307,10 +307,7 @@ def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
     from backstory.history.diff import changes
     from backstory.index.merge_diffs import NOT_NEEDED, decode
 
-    repo.commit("v1", {"pkg/io.py": PY_V1})
-    repo.git("checkout", "-q", "-b", "feature")
-    repo.commit("feature: strip", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().strip()")})
-    repo.git("checkout", "-q", "main")
+    _feature_strips_load(repo)
     repo.commit("main: wb", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
     repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
     repo.git("checkout", "-q", "-b", "other", "HEAD~1")

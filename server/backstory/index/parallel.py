@@ -40,7 +40,7 @@ def workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def _exit_with_parent(parent: int) -> None:
+def exit_with_parent(parent: int) -> None:
     """A worker whose indexer was killed (-9) must not linger: poll for the parent and leave with it."""
     while True:
         time.sleep(1.0)
@@ -49,7 +49,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, parent: int) -> None:
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     _worker["repo"] = open_repo(path)
     gitattributes, backstoryignore, excludes, max_bytes = policy_args
     _worker["policy"] = PathPolicy(gitattributes, backstoryignore, excludes, max_bytes)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any, cast
 
 from ..history.repo import HistoryError, open_repo
 from ..index.build import BuildOptions, IndexReport
+from ..index.parallel import exit_with_parent
 from ..index.store import RebuildNeeded, StoreError
 
 POLL_SECONDS = 0.2
@@ -36,32 +36,29 @@ LOCK_WAIT_SECONDS = 30.0
 Progress = Callable[[str, int, int], None]
 
 
-def _exit_with_parent(parent: int) -> None:
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent:
-            os._exit(0)
-
-
-def _embed(root: str, index_dir: str | None, model_path: str | None, progress: Progress, cancel: Any) -> str:
-    """The dense phase; returns a note ("" when it ran, the reason when no model is available)."""
+def _embed(root: str, index_dir: str | None, embedder: Any, progress: Progress, cancel: Any) -> None:
+    """The dense phase with a loaded model, under the index write lock (shared by both ways of running the job)."""
     from ..index.build import store_for
     from ..index.dense_build import embed_pending
-    from ..models import Embedder, ModelUnavailable, resolve_model
 
-    try:
-        embedder = Embedder(resolve_model(model_path))
-    except ModelUnavailable as e:
-        return str(e)
     store = store_for(open_repo(root), index_dir)
     with store.write_lock(wait=LOCK_WAIT_SECONDS):
         embed_pending(store, embedder, progress=progress, cancel=cancel)
-    return ""
+
+
+def _load_model(model_path: str | None) -> tuple[Any, str]:
+    """The embedder, or None and why not (a missing model skips the dense phase, it is not an error)."""
+    from ..models import Embedder, ModelUnavailable, resolve_model
+
+    try:
+        return Embedder(resolve_model(model_path)), ""
+    except ModelUnavailable as e:
+        return None, str(e)
 
 
 def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> None:
     """Entry point of the child: index, then embed, reporting progress and the outcome over ``conn``."""
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     try:
         from ..index.build import index_repository
 
@@ -74,7 +71,9 @@ def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> N
         )  # fmt: skip
         note = ""
         if job["dense"] and not report.cancelled and not cancel.is_set():
-            note = _embed(job["root"], job["index_dir"], job["model_path"], progress, cancel)
+            model, note = _load_model(job["model_path"])
+            if model is not None:
+                _embed(job["root"], job["index_dir"], model, progress, cancel)
         conn.send(("done", report, note))
     except RebuildNeeded as e:
         conn.send(("rebuild", str(e)))
@@ -162,16 +161,15 @@ def run_index_here(
     cancel: threading.Event,
 ) -> tuple[IndexReport, str]:
     """The same job in this process, for small incremental updates; ``embedder`` returns the server's model."""
-    from ..index.build import index_repository, store_for
-    from ..index.dense_build import embed_pending
+    from ..index.build import index_repository
 
     report = index_repository(
         root, options=options, index_dir=index_dir, progress=progress, cancel=cancel, wait=LOCK_WAIT_SECONDS
     )
-    model = embedder() if dense and not report.cancelled and not cancel.is_set() else None
+    if not dense or report.cancelled or cancel.is_set():
+        return report, ""
+    model = embedder()
     if model is None:
-        return report, "no embedding model" if dense else ""
-    store = store_for(open_repo(root), index_dir)
-    with store.write_lock(wait=LOCK_WAIT_SECONDS):
-        embed_pending(store, model, progress=progress, cancel=cancel)
+        return report, "no embedding model"
+    _embed(str(root), index_dir, model, progress, cancel)
     return report, ""
