@@ -215,3 +215,42 @@ async def test_shutdown_while_embedding_exits_promptly_and_keeps_the_index(tmp_p
     assert index["indexed_commits"] == 1500
     assert 0.0 <= index["dense_coverage"] < 1.0  # stopped part-way, resumable
     engine.close()
+
+
+@pytest.mark.asyncio
+async def test_outdated_index_is_rebuilt_by_the_indexing_child(tmp_path: Path) -> None:
+    """The child reports "rebuild needed" across the process boundary; the server rebuilds instead of failing."""
+    import json
+    import subprocess
+
+    from pygls.lsp.client import LanguageClient as PlainClient
+
+    from gitrepo import fast_history
+
+    root = tmp_path / "old"
+    fast_history(root, 30)
+    subprocess.run([sys.executable, "-m", "backstory", "index", "--no-dense", str(root)], check=True)
+    manifest = root / ".git" / "backstory" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["schema_version"] = 1  # as if written by an old version
+    manifest.write_text(json.dumps(data))
+    client = PlainClient("test", "1")
+    messages: list[str] = []
+    client.feature(types.WINDOW_SHOW_MESSAGE)(lambda p: messages.append(p.message))
+    client.feature("backstory/status")(lambda p: None)
+    await client.start_io(sys.executable, "-m", "backstory", "serve")
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(), root_uri=root.as_uri(), initialization_options={"dense": False}
+        )
+    )
+    client.initialized(types.InitializedParams())
+    try:
+        status = await wait_ready(client)
+        assert status["index"]["indexed_commits"] == 30
+        assert any("rebuilding the index" in m for m in messages)
+        assert json.loads(manifest.read_text())["schema_version"] != 1
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await asyncio.wait_for(client.stop(), 30)
