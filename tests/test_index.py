@@ -182,6 +182,48 @@ def test_index_directory_is_configurable(sample, tmp_path) -> None:
     assert result["results"][0]["commit"]["sha"] == shas["Add an LRU cache"]
 
 
+def _indexed_subjects(path: Path) -> set[str]:
+    db = sqlite3.connect(store_for(open_repo(path)).db_path)
+    return {r[0] for r in db.execute("SELECT subject FROM commits WHERE state = 'indexed'")}
+
+
+def test_linked_worktree_gets_its_own_index_seeded_from_the_main_one(sample, tmp_path) -> None:
+    path, shas = sample
+    index_repository(path)
+    main_subjects = _indexed_subjects(path)
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.n = path, 40
+    wt = tmp_path / "wt"
+    repo.git("worktree", "add", "-q", str(wt), shas["Configure logging"])
+    wt_store = store_for(open_repo(wt))
+    assert wt_store.path != store_for(open_repo(path)).path
+    assert wt_store.path.is_relative_to(path / ".git" / "worktrees")
+
+    report = index_repository(wt)  # a copy of the main index, then purged to the worktree's HEAD
+    assert report.new_commits == 0
+    assert report.purged_commits == 3
+    assert "Add retry with exponential backoff" not in _indexed_subjects(wt)
+    assert _indexed_subjects(path) == main_subjects  # the main checkout's index lost nothing
+    assert index_repository(path).new_commits == 0
+    assert _search(wt, "structured logging")[0] == "Configure logging"
+    assert "Add retry with exponential backoff" in _search(path, "retry exponential backoff")
+
+
+def test_worktree_index_is_built_fresh_when_the_main_one_cannot_be_copied(sample, tmp_path) -> None:
+    path, shas = sample
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.n = path, 40
+    wt = tmp_path / "wt"
+    repo.git("worktree", "add", "-q", str(wt), "HEAD")
+    index_repository(path, options=BuildOptions(no_messages=True))  # built with other options: not a seed
+    assert index_repository(wt).new_commits == len(shas)
+    assert index_repository(wt).new_commits == 0
+    wt2 = tmp_path / "wt2"
+    repo.git("worktree", "add", "-q", str(wt2), "HEAD")
+    with store_for(open_repo(path)).write_lock():  # main index busy: build fresh instead of waiting
+        assert index_repository(wt2, options=BuildOptions(no_messages=True)).new_commits == len(shas)
+
+
 def test_build_sample_is_deterministic(tmp_path) -> None:
     a = build_sample(tmp_path / "a")
     b = build_sample(tmp_path / "b")

@@ -7,8 +7,8 @@ from HEAD (rebase, amend, reset) are purged at the start of every run.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -30,6 +30,8 @@ from .text_index import HunkDoc, add_docs, open_index
 Progress = Callable[[str, int, int], None]
 BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits per durable batch
 BATCH_HUNKS = 4000
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BuildOptions", "IndexBusy", "IndexReport", "RebuildNeeded", "index_repository", "store_for"]
 
@@ -73,28 +75,27 @@ class IndexReport:
 
 
 def store_for(repo: Repo, index_dir: str | os.PathLike[str] | None = None) -> Store:
-    """The store of a repository: ``<git common dir>/backstory`` unless configured (shared by worktrees)."""
+    """The store of a repository: ``<git dir>/backstory`` unless configured.
+
+    Each worktree has its own (a linked worktree's git dir is ``.git/worktrees/<name>``): an index follows one
+    HEAD, and a shared one would purge and re-add commits every time another worktree's HEAD indexed. A linked
+    worktree's index starts as a copy of the main checkout's (`Store.seed_from`), and `git worktree remove`
+    deletes it with the worktree.
+    """
     if index_dir is None:
         index_dir = os.environ.get("BACKSTORY_INDEX_DIR") or None
     if index_dir is not None:
         return Store(Path(index_dir))
-    return Store(Path(repo.commondir()) / "backstory")
+    return Store(Path(repo.controldir()) / "backstory")
 
 
-def _reset_store(store: Store) -> None:
-    store.close()
-    for name in (
-        "manifest.json",
-        "catalog.sqlite",
-        "catalog.sqlite-wal",
-        "catalog.sqlite-shm",
-        "vectors.usearch",
-    ):
-        p = store.path / name
-        if p.exists():
-            p.unlink()
-    if store.tantivy_path.exists():
-        shutil.rmtree(store.tantivy_path)
+def _main_store(repo: Repo, store: Store) -> Store | None:
+    """The main checkout's store when ``store`` is a linked worktree's default one (not a configured one)."""
+    main = Path(repo.commondir()) / "backstory"
+    own = Path(repo.controldir()) / "backstory"
+    if store.path != own or main.resolve() == own.resolve():
+        return None
+    return Store(main)
 
 
 def index_repository(
@@ -110,14 +111,23 @@ def index_repository(
     """Bring the index up to date with HEAD. Raises HistoryError / StoreError subclasses with clear messages."""
     options = options or BuildOptions()
     repo = open_repo(path)
+    try:
+        return _index(repo, options, store_for(repo, index_dir), rebuild, progress, cancel, wait)
+    finally:
+        repo.close()
+
+
+def _index(repo, options, store, rebuild, progress, cancel, wait) -> IndexReport:  # type: ignore[no-untyped-def]
     head = head_sha(repo)
-    store = store_for(repo, index_dir)
     started = time.monotonic()
     with store.write_lock(wait):
         if rebuild:
-            _reset_store(store)
+            store.clear_data()
         policy = options.policy(repo, head)
         manifest_opts = {**options.manifest_options(), "rules": policy.digest()}
+        main = None if rebuild else _main_store(repo, store)
+        if main is not None and not store.exists() and store.seed_from(main, manifest_opts):
+            log.info("started the worktree's index as a copy of %s", main.path)
         if store.exists():
             reason = store.verdict(manifest_opts)
             if reason:
@@ -127,9 +137,7 @@ def index_repository(
             except Exception as e:  # tantivy raises ValueError/OSError variants on damaged files
                 raise StoreError(f"the Tantivy index is damaged ({e}); run `backstory index --rebuild`") from None
         else:
-            store.close()
-            if store.db_path.exists():
-                store.db_path.unlink()
+            store.clear_data()  # leftovers of an interrupted first run or copy
             index = open_index(store.tantivy_path, create=True)
             store.db  # noqa: B018 - creates the catalogue before the manifest claims an index exists
             store.write_manifest(new_manifest(manifest_opts))

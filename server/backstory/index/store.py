@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import sqlite3
 import time
 import uuid
@@ -170,6 +171,45 @@ class Store:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def seed_from(self, source: Store, options: dict[str, Any]) -> bool:
+        """Start this (absent) store as a copy of ``source`` if that index was built with ``options``.
+
+        A linked worktree gets its own index (its HEAD's history, purged and extended on its own), but most of
+        that history is the main checkout's: copying its index and then updating is seconds, a fresh build is
+        minutes. The copy is taken under the source's writer lock (skipped, not waited for, if it is busy) and
+        the manifest is written last, so an interrupted copy leaves no index that claims to exist. Returns
+        whether the store was seeded.
+        """
+        if self.exists() or not source.exists():
+            return False
+        try:
+            if source.verdict(options):
+                return False
+            with source.write_lock(wait=0.0):
+                self.path.mkdir(parents=True, exist_ok=True)
+                self.clear_data()
+                with (
+                    contextlib.closing(sqlite3.connect(source.db_path)) as src,
+                    contextlib.closing(sqlite3.connect(self.db_path)) as dst,
+                ):
+                    src.backup(dst)  # consistent even with a WAL
+                shutil.copytree(source.tantivy_path, self.tantivy_path, ignore=shutil.ignore_patterns("*.lock"))
+                if source.vectors_path.exists():
+                    shutil.copy2(source.vectors_path, self.vectors_path)
+                self.write_manifest(source.read_manifest())
+        except (IndexBusy, StoreError, OSError, sqlite3.Error):
+            self.clear_data()
+            return False
+        return True
+
+    def clear_data(self) -> None:
+        """Delete the catalogue, Tantivy and vector files (not the lock): a store with no manifest is absent."""
+        self.close()
+        for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS):
+            (self.path / name).unlink(missing_ok=True)
+        if self.tantivy_path.exists():
+            shutil.rmtree(self.tantivy_path)
 
     def size_bytes(self) -> int:
         total = 0
