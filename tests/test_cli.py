@@ -100,6 +100,19 @@ def test_status_and_show(indexed) -> None:
     assert "diff --git a/src/app/net.py b/src/app/net.py" in only
 
 
+def test_show_takes_revisions_like_git(indexed) -> None:
+    path, _ = indexed
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.n = path, 30
+    repo.git("tag", "-a", "v1.0", "-m", "release", "HEAD~2")  # annotated: peeled to its commit
+    for rev in ("HEAD", "main", "HEAD~1", "HEAD^", "HEAD~2", "v1.0", "v1.0^0", "main~1^1"):
+        expected = repo.git("rev-parse", f"{rev}^{{commit}}").strip()
+        assert ok("show", rev, "-C", str(path)).startswith(f"commit {expected}\n"), rev
+    proc = run("show", "HEAD~999", "-C", str(path))
+    assert proc.returncode == 1
+    assert "has no parent number 1" in proc.stderr
+
+
 def test_stale_index_reports_behind(indexed) -> None:
     path, _ = indexed
     repo = GitRepo.__new__(GitRepo)
@@ -123,7 +136,7 @@ def test_deterministic_results(indexed) -> None:
     [
         (("query", "x", "--since", "yesterday-ish"), "cannot understand the date"),
         (("query", "x", "-k", "0"), "-k must be at least 1"),
-        (("show", "zzzz"), "not a commit id"),
+        (("show", "zzzz"), "not a commit id, branch or tag"),
         (("show", "abcdef12"), "no commit starting with"),
         (("history", "nope.py:1"), "not in HEAD"),
         (("history", "src/app/net.py:999"), "past the end"),

@@ -7,6 +7,7 @@ print one line on stderr and exit 1 (2 for usage errors); nothing is written to 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -109,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
 
     sh = sub.add_parser("show", help="a commit's message and diff")
-    sh.add_argument("sha")
+    sh.add_argument("sha", metavar="REV", help="a sha (4+ hex digits), branch, tag or HEAD, with ~N / ^N steps")
     common(sh)
     sh.add_argument("--path", help="only this file")
 
@@ -162,7 +163,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             from .history.repo import open_repo
             from .models import Embedder, ModelUnavailable, resolve_model
 
-            store = store_for(open_repo(args.path), args.index_dir)
+            with contextlib.closing(open_repo(args.path)) as repo:
+                store = store_for(repo, args.index_dir)
             try:
                 embedder = Embedder(resolve_model(args.model))
                 with store.write_lock(args.wait):
@@ -217,10 +219,14 @@ def _search_options(args: argparse.Namespace) -> Any:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    opts = _search_options(args)
+    with _engine(args) as engine:
+        return _query(engine, args, opts)
+
+
+def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
     from .views import print_results
 
-    opts = _search_options(args)
-    engine = _engine(args)
     if args.batch:
         src = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")  # noqa: SIM115
         with src:
@@ -247,7 +253,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from .views import print_status
 
-    status = _engine(args).status()
+    with _engine(args) as engine:
+        status = engine.status()
     if args.json:
         _dump(status)
     else:
@@ -259,7 +266,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .history.repo import open_repo
     from .show import show_commit
 
-    sys.stdout.write(show_commit(open_repo(args.repo), args.sha, args.path).text)
+    with contextlib.closing(open_repo(args.repo)) as repo:
+        sys.stdout.write(show_commit(repo, args.sha, args.path).text)
     return 0
 
 
@@ -267,7 +275,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     from .symbols_history import symbol_history
     from .views import print_history
 
-    result = symbol_history(_engine(args), args.position)
+    with _engine(args) as engine:
+        result = symbol_history(engine, args.position)
     if args.json:
         _dump(result)
     else:

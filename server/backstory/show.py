@@ -5,9 +5,12 @@ Also returns where each hunk header sits in that text, so editors can scroll str
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+from dulwich.errors import NotCommitError
 from dulwich.objects import Commit
+from dulwich.objectspec import parse_commit
 from dulwich.repo import Repo
 
 from .history.policy import PathPolicy
@@ -24,30 +27,61 @@ class ShownCommit:
     hunks: list[dict[str, object]] = field(default_factory=list)
 
 
+_REV = re.compile(r"^(?P<base>.*?)(?P<steps>(?:[~^]\d*)*)$")
+
+
 def resolve_sha(repo: Repo, ref: str) -> str:
-    """A full sha from a full or abbreviated sha (unique prefix of at least 4 hex digits)."""
-    ref = ref.strip().lower()
-    if len(ref) == 40:
-        if ref.encode() in repo.object_store:  # type: ignore[operator]
+    """A full commit sha from what a user would type to git: a full or abbreviated sha (at least 4 hex digits),
+    a branch, tag or ``HEAD``, each optionally followed by ``~N`` / ``^N`` steps (``HEAD~2``, ``v1.0^2``)."""
+    m = _REV.match(ref.strip())
+    base, steps = (m.group("base"), m.group("steps")) if m else (ref.strip(), "")
+    if not base:
+        raise HistoryError(f"not a commit id: {ref!r}")
+    sha = _resolve_base(repo, base)
+    for step in re.findall(r"[~^]\d*", steps):
+        n = int(step[1:]) if len(step) > 1 else 1
+        for _ in range(n if step[0] == "~" else 1):
+            parents = _commit(repo, sha).parents
+            index = 0 if step[0] == "~" else n - 1
+            if step[0] == "^" and n == 0:
+                break
+            if index >= len(parents):
+                raise HistoryError(f"{ref}: commit {sha[:7]} has no parent number {index + 1}")
+            sha = parents[index].decode("ascii")
+    return sha
+
+
+def _commit(repo: Repo, sha: str) -> Commit:
+    obj = repo[sha.encode()]
+    if not isinstance(obj, Commit):
+        raise HistoryError(f"{sha} is not a commit")
+    return obj
+
+
+def _resolve_base(repo: Repo, base: str) -> str:
+    hexlike = len(base) >= 4 and all(c in "0123456789abcdef" for c in base.lower())
+    if hexlike:
+        ref = base.lower()
+        if len(ref) == 40 and ref.encode() in repo.object_store:  # type: ignore[operator]
             return ref
-        raise HistoryError(f"no commit {ref} in this repository")
-    if len(ref) < 4 or any(c not in "0123456789abcdef" for c in ref):
-        raise HistoryError(f"not a commit id: {ref!r} (give at least 4 hex digits)")
-    matches = {s.decode() for s in repo.object_store if s.decode().startswith(ref)}
-    commits = [m for m in matches if isinstance(repo[m.encode()], Commit)]
-    if not commits:
-        raise HistoryError(f"no commit starting with {ref} in this repository")
-    if len(commits) > 1:
-        raise HistoryError(f"ambiguous commit id {ref}: matches {', '.join(sorted(commits)[:5])}")
-    return commits[0]
+        matches = {s.decode() for s in repo.object_store if s.decode().startswith(ref)}
+        commits = sorted(m for m in matches if isinstance(repo[m.encode()], Commit))
+        if len(commits) > 1:
+            raise HistoryError(f"ambiguous commit id {ref}: matches {', '.join(commits[:5])}")
+        if commits:
+            return commits[0]
+    try:
+        return parse_commit(repo, base.encode()).id.decode("ascii")  # branches, tags (peeled), HEAD
+    except (KeyError, ValueError, NotCommitError):
+        pass
+    if hexlike:
+        raise HistoryError(f"no commit starting with {base.lower()} in this repository")
+    raise HistoryError(f"not a commit id, branch or tag: {base!r}")
 
 
 def show_commit(repo: Repo, ref: str, path: str | None = None) -> ShownCommit:
     sha = resolve_sha(repo, ref)
-    obj = repo[sha.encode()]
-    if not isinstance(obj, Commit):
-        raise HistoryError(f"{ref} is not a commit")
-    info = commit_info(obj, shallow_roots(repo))
+    info = commit_info(_commit(repo, sha), shallow_roots(repo))
     lines = [
         f"commit {info.sha}",
         *([f"Merge: {' '.join(p[:7] for p in info.parents)}"] if info.is_merge else []),

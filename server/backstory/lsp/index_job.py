@@ -18,6 +18,7 @@ the in-process build raises.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -41,7 +42,8 @@ def _embed(root: str, index_dir: str | None, embedder: Any, progress: Progress, 
     from ..index.build import store_for
     from ..index.dense_build import embed_pending
 
-    store = store_for(open_repo(root), index_dir)
+    with contextlib.closing(open_repo(root)) as repo:
+        store = store_for(repo, index_dir)
     with store.write_lock(wait=LOCK_WAIT_SECONDS):
         embed_pending(store, embedder, progress=progress, cancel=cancel)
 

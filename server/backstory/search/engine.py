@@ -314,4 +314,12 @@ class Engine:
         return out
 
     def close(self) -> None:
+        """Close the catalogue and the repository's pack files (dulwich complains about open ones at exit)."""
         self.store.close()
+        self.repo.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
