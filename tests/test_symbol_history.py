@@ -314,7 +314,11 @@ def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
     repo.commit("other: new module", {"pkg/new.py": "def f():\n    return 1\n"})
     repo.git("checkout", "-q", "main")
     repo.git("merge", "-q", "--no-ff", "-m", "merge other", "other")
-    index_repository(repo.path)
+    seen: list[tuple[str, int, int]] = []
+    index_repository(repo.path, progress=lambda phase, done, total: seen.append((phase, done, total)))
+    merges = [s for s in seen if s[0] == "merges"]
+    assert merges and merges[-1][1] == merges[-1][2] > 0  # the pass reports progress to the end
+    assert seen.index(merges[0]) > max(i for i, s in enumerate(seen) if s[0] == "history")
     engine = Engine(repo.path, models=NO_MODELS)
     rows = engine.store.db.execute("SELECT sha, parent, path, ops FROM merge_paths ORDER BY sha, parent").fetchall()
     assert rows and all(r["ops"] is not None for r in rows)

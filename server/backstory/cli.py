@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from . import __version__
 from .history.repo import HistoryError
+from .index.progress import PHASES
 from .index.store import StoreError
 from .search.fusion import FUSION_METHODS
 from .search.when import BadDate
@@ -48,7 +49,7 @@ class ProgressBar:
         self.last = now
         rate = done / max(now - self.started, 1e-6)
         eta = (total - done) / rate if rate > 0 else 0
-        unit = "commits" if phase == "history" else "files"
+        unit = PHASES.get(phase, ("", "items"))[1]
         self.stream.write(
             f"\r{phase:8} {done:>7,}/{total:,} {unit}  {rate:7.1f}/s  ETA {int(eta) // 60}:{int(eta) % 60:02d} "
         )

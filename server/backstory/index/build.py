@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,10 @@ from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import merge_diffs
 from .graph import reachable
 from .parallel import read_all
+from .progress import Progress
 from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
 from .text_index import HunkDoc, add_docs, open_index
 
-Progress = Callable[[str, int, int], None]
 BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits per durable batch
 BATCH_HUNKS = 4000
 
@@ -182,7 +182,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             if progress:
                 progress("history", done, total)
         if not report.cancelled:  # merges' change blocks, for exact symbol history (not searched)
-            merge_diffs.fill(store, repo.controldir(), cancel)
+            merge_diffs.fill(store, repo.controldir(), cancel, progress)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)

@@ -10,14 +10,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..search.passages import RECIPE, file_passage
 from . import vectors
+from .progress import Progress
 from .store import RebuildNeeded, Store
 
-Progress = Callable[[str, int, int], None]
 BATCH = 64
 SAVE_EVERY_SECONDS = float(os.environ.get("BACKSTORY_DENSE_SAVE_SECONDS", "20"))  # durability vs save cost
 

@@ -22,6 +22,7 @@ from pygit2.enums import DeltaStatus
 from ..history import renames
 from ..history.diff import changes_of_blobs
 from ..search.linelog import Block
+from .progress import Progress
 from .store import Store
 
 RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
@@ -118,12 +119,18 @@ def parse(ops: str, path: str) -> tuple[str, list[Block]]:
     return path, decode(ops)
 
 
-def fill(store: Store, git_dir: str, cancel: threading.Event | None = None) -> int:
+def fill(
+    store: Store,
+    git_dir: str,
+    cancel: threading.Event | None = None,
+    progress: Progress | None = None,
+) -> int:
     """Compute the blocks of every merge path that has none yet (incremental); returns how many were computed.
 
     Only rows a history walk can reach are diffed: a merge's diff against parent *i* is read only when every
     earlier parent's diff touched the ranges, so a row whose path is identical in an earlier parent (no row
-    there) is marked NOT_NEEDED instead (two thirds of Flask's rows)."""
+    there) is marked NOT_NEEDED instead (two thirds of Flask's rows). ``progress`` gets ("merges", rows done,
+    rows) after each chunk."""
     rows = store.db.execute(
         "SELECT m.rowid, m.sha, m.parent, m.path, c.parents FROM merge_paths m JOIN commits c ON c.sha = m.sha "
         "WHERE m.ops IS NULL"
@@ -160,6 +167,8 @@ def fill(store: Store, git_dir: str, cancel: threading.Event | None = None) -> i
                     out.append((NOT_NEEDED, rowid))
             with store.transaction() as db:
                 db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", out)
+            if progress is not None:
+                progress("merges", min(i + CHUNK, len(rows)), len(rows))
     finally:
         pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, 0)
     return done

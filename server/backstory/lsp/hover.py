@@ -147,7 +147,7 @@ _generation: dict[str, int] = {}
 
 
 def _ready(state: RepoState) -> bool:
-    return state.engine.store.exists() and not (state.indexing and state.status.get("phase") == "history")
+    return state.engine.store.exists() and not (state.indexing and state.status.get("phase") in ("history", "merges"))
 
 
 def prewarm_document(ls: BackstoryServer, state: RepoState, uri: str, generation: int) -> int:

@@ -30,11 +30,11 @@ from typing import Any, cast
 from ..history.repo import HistoryError, open_repo
 from ..index.build import BuildOptions, IndexReport
 from ..index.parallel import exit_with_parent
+from ..index.progress import Progress
 from ..index.store import RebuildNeeded, StoreError
 
 POLL_SECONDS = 0.2
 LOCK_WAIT_SECONDS = 30.0
-Progress = Callable[[str, int, int], None]
 
 
 def _embed(root: str, index_dir: str | None, embedder: Any, progress: Progress, cancel: Any) -> None:

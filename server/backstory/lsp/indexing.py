@@ -18,6 +18,7 @@ from lsprotocol import types
 
 from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
+from ..index.progress import PHASES
 from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
 from .hover import prewarm_open_documents
@@ -66,7 +67,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     last = [0.0]
 
     def progress(phase: str, done: int, total: int) -> None:
-        if phase == "dense" and state.status.get("phase") == "history":
+        if phase == "dense" and state.status.get("phase") in ("history", "merges"):
             state.hover_cache.clear()  # history is complete: hovers may now show the new commits
         now = time.monotonic()
         if done < total and done > 0 and now - last[0] < REPORT_EVERY:
@@ -144,8 +145,7 @@ def _small_update(state: RepoState) -> bool:
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:
     if ls.closing:
         return
-    unit = "commits" if phase == "history" else "files embedded"
-    label = "Indexing history" if phase == "history" else "Embedding changes"
+    label, unit = PHASES.get(phase, (phase, "items"))
     message = f"{label} {done:,}/{total:,} {unit}"
     if token is not None:
         pct = int(100 * done / total) if total else 100
