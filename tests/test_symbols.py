@@ -690,3 +690,21 @@ def test_bench_runs() -> None:
     for language in ALL_LANGUAGES:
         assert f"\n{language} " in text
     assert " -1\n" not in text  # every generated source was parsed
+
+
+@pytest.mark.parametrize("language", ["javascript", "typescript"])
+def test_named_function_values_are_their_bindings_definition(language: str) -> None:
+    # tags.scm reports both the binding and the named function expression; one definition, not `init.init`
+    src = (
+        b"app.init = function init() {\n  this.on('mount', function onmount(parent) {});\n};\n"
+        b"const table = {\n  load: function readAll() {},\n};\n"
+        b"exports.gen = function* gen() {};\n"
+        b"function outer() {\n  return function inner() {};\n}\n"
+    )
+    defs = extract_definitions(src, language) or []
+    names = [(d.name, d.kind, d.start_line, d.end_line) for d in defs]
+    assert ("init", "function", 1, 3) in names
+    assert ("init.onmount", "function", 2, 2) in names
+    assert ("outer.inner", "function", 9, 9) in names  # a returned function is nested, not a binding
+    assert not any(n.split(".")[-1] == n.split(".")[-2] for n, *_ in names if "." in n)
+    assert all(n != "load.readAll" for n, *_ in names)

@@ -224,12 +224,19 @@ def _cpp_namespace_functions(found: list[_Found]) -> list[_Found]:
     return out
 
 
+# function values that tags.scm also reports as definitions of their own when they carry a name
+_VALUE_FUNCTIONS = frozenset({"function_expression", "function", "generator_function", "arrow_function"})
+_CALLABLE = frozenset({"function", "method"})
+
+
 def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
     """Turn byte-range nesting into qualified names and method kinds.
 
     A stack of open scopes is swept in (start, -end) order, so each definition's nearest scope is
     on top. Types and constants are never scopes (``typedef struct S {..} S`` must not yield
-    ``S.S``). A ``function`` whose nearest scope is class-like becomes a ``method``.
+    ``S.S``). A ``function`` whose nearest scope is class-like becomes a ``method``. A named function
+    expression that is the whole value of a binding (JS/TS ``x.f = function f() {}``, ``{f: function g() {}}``)
+    is that binding's definition, not a nested one (it would read ``f.f``).
     """
     stack: list[tuple[int, str, str]] = []  # (end byte, qualified name, kind) of each open scope
     out: list[Definition] = []
@@ -238,6 +245,8 @@ def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
         while stack and stack[-1][0] < f.end_byte:
             stack.pop()
         parent = stack[-1] if stack else None
+        if parent is not None and f.ntype in _VALUE_FUNCTIONS and parent[0] == f.end_byte and parent[2] in _CALLABLE:
+            continue  # `app.init = function init() {}`: the bound function itself, not a definition inside it
         kind = f.kind
         if kind == "function" and parent is not None and parent[2] in spec.method_parents:
             kind = "method"
