@@ -17,20 +17,14 @@ from typing import Any
 from .bench import emit
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
-from .search.engine import (
-    DEFAULT_FUSION,
-    DEFAULT_WEIGHTS,
-    DENSE_COMMIT_SCORES,
-    TEXT_LANES,
-    Engine,
-    ModelConfig,
-    SearchOptions,
-)
-from .search.fusion import SIZE_PRIOR
+from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
 
+DEFAULTS = SearchOptions()
 NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
 # the first stage before commit-level aggregation: no size prior, the dense lane's best file per commit
-PREVIOUS = {"size_prior": 0.0, "dense_commits": "best-file", "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}}
+PREVIOUS = {
+    "size_prior": 0.0, "dense_commits": "best-file", "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}, "rerank_blend": 1.0,
+}  # fmt: skip
 CONFIGS: dict[str, dict[str, Any]] = {
     "bm25": {"weights": NO_DENSE, "rerank": False},  # the default keyword lanes, as shipped
     "bm25-previous": {"weights": NO_DENSE, "rerank": False, "size_prior": 0.0},  # without the size prior
@@ -40,8 +34,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fused": {"rerank": False},
     "fused-previous": {**PREVIOUS, "rerank": False},
     "fused+rerank-previous": {**PREVIOUS, "rerank": True},
-    "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # before
-    "fused+rerank": {"rerank": True},  # rerank + 1.0 x fused score (shipped)
+    "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # RRF instead
+    "fused+rerank": {"rerank": True},  # rerank + 0.5 x fused score (shipped)
+    "fused+rerank-blend1": {"rerank": True, "rerank_blend": 1.0},  # the previous blend on the new first stage
     "fused+rerank-only": {"rerank": True, "rerank_blend": 0.0},  # the rerank score replaces the fused one
     "fused+rerank-blend3": {"rerank": True, "rerank_blend": 3.0},
 }
@@ -112,9 +107,9 @@ def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
     """A configuration's search options: the defaults, overridden by the configuration's keys."""
     return SearchOptions(
         k=10, lanes=cfg.get("lanes"), rerank=cfg["rerank"], rerank_top=rerank_top,
-        weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", 1.0),
-        fusion=cfg.get("fusion", DEFAULT_FUSION), size_prior=cfg.get("size_prior", SIZE_PRIOR),
-        dense_commits=cfg.get("dense_commits", DENSE_COMMIT_SCORES[0]),
+        weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", DEFAULTS.rerank_blend),
+        fusion=cfg.get("fusion", DEFAULTS.fusion), size_prior=cfg.get("size_prior", DEFAULTS.size_prior),
+        dense_commits=cfg.get("dense_commits", DEFAULTS.dense_commits),
     )  # fmt: skip
 
 

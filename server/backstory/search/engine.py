@@ -52,7 +52,9 @@ class SearchOptions:
     hunks_per_commit: int = 3
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    rerank_blend: float = 1.0  # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score
+    # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score. 0.5 since the size prior and the
+    # dense centroid (1.0 before; 0.4-0.5 ranked best on both tuning repositories, docs/benchmarks.md)
+    rerank_blend: float = 0.5
     fusion: str = DEFAULT_FUSION  # "score" (normalised BM25 + cosine) or "rrf"
     rrf_k: int = RRF_K
     size_prior: float = SIZE_PRIOR  # keyword lanes: commit score / (1 + alpha x ln hunks); 0 = off
