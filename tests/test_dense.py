@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backstory.history.repo import open_repo
@@ -175,3 +176,35 @@ def test_dense_phase_survives_kill_9(tmp_path, embedder) -> None:
     db = sqlite3.connect(store.db_path)
     assert db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0] == 400
     assert len(index) == 400
+
+
+def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> None:
+    repo = GitRepo(tmp_path / "centroid")
+    repo.commit("Initial", {"README.md": "# service\n"})
+    mixed = repo.commit("Poll and dates", {"jobs/poll.py": PARAPHRASE_DIFF, "docs/dates.md": "ISO dates: %Y-%m-%d\n"})
+    single = repo.commit("Retry", {"jobs/retry.py": "def retry(f):\n    for delay in (1, 2, 4):\n        f()\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    store = store_for(open_repo(repo.path))
+    with store.write_lock():
+        embed_pending(store, embedder)
+    engine = _engine(repo.path, embedder, reranker="none")
+    query = "back off exponentially between retries"
+    qv = embedder.embed_query(query)
+    index = vectors.load(store.vectors_path, 384)
+    fids = {sha: [r[0] for r in store.db.execute("SELECT fid FROM files WHERE sha=? ORDER BY fid", (sha,))]
+            for sha in (mixed, single)}  # fmt: skip
+    unit = {}
+    for keys in fids.values():
+        for f, v in zip(keys, index.get(np.asarray(keys, dtype=np.uint64)), strict=True):
+            unit[f] = v / np.linalg.norm(v)
+    centre = np.mean([unit[f] for f in fids[mixed]], axis=0)
+    expected = float(centre @ (qv / np.linalg.norm(qv))) / float(np.linalg.norm(centre))
+    best_file = max(float(unit[f] @ (qv / np.linalg.norm(qv))) for f in fids[mixed])
+    opts = SearchOptions(lanes=("dense",), rerank=False, recency_weight=0.0, weights={"dense": 1.0})
+    fused = {r["commit"]["sha"]: r["why"]["fused"] for r in engine.search(query, opts)["results"]}
+    assert fused[mixed] == pytest.approx(expected, abs=1e-5)
+    assert best_file > expected + 0.01  # the unrelated file pulls the two-file commit's centroid away
+    opts.dense_commits = "best-file"
+    previous = {r["commit"]["sha"]: r["why"]["fused"] for r in engine.search(query, opts)["results"]}
+    assert previous[mixed] == pytest.approx(best_file, abs=1e-5)
+    assert previous[single] == pytest.approx(fused[single], abs=1e-5)  # one file: both scores agree

@@ -5,11 +5,23 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+import numpy as np
 import pytest
 
 from backstory.index.analyzer import code_text, query_terms, split_identifier
 from backstory.index.text_index import glob_to_regex
-from backstory.search.fusion import best_scores, collapse, fuse, lane_ranks, rrf, score_fusion
+from backstory.search.dense import centroid_scores
+from backstory.search.fusion import (
+    best_scores,
+    collapse,
+    commit_lane_scores,
+    fuse,
+    lane_ranks,
+    ranked,
+    rrf,
+    score_fusion,
+    size_factor,
+)
 from backstory.search.recency import apply_recency, recency_factor
 from backstory.search.when import BadDate, parse_when
 
@@ -73,6 +85,61 @@ def test_score_fusion_keeps_a_confident_keyword_hit_that_rrf_would_flatten() -> 
     assert by_score[0].lanes == {"diff": 1, "dense": 3}
     with pytest.raises(ValueError):
         fuse(rankings, sha_of, tie_key=lambda u: (u,), method="borda")
+
+
+def test_size_factor_is_one_plus_alpha_log_hunks() -> None:
+    assert size_factor(1, 0.2) == 1.0 and size_factor(0, 0.2) == 1.0
+    assert size_factor(148, 0.2) == pytest.approx(2.0, abs=1e-3)
+    assert size_factor(500, 0.0) == 1.0
+
+
+def test_commit_lane_scores_divide_the_best_hunk_by_the_size_factor() -> None:
+    ranking = [(1, 8.0), (2, 6.0), (3, 5.0)]
+    group = {1: "big", 2: "small", 3: "big"}.__getitem__
+    assert commit_lane_scores(ranking, group) == {"big": 8.0, "small": 6.0}
+    sizes = {"big": 148}  # factor ~2 at alpha 0.2; "small" is missing: one hunk
+    scores = commit_lane_scores(ranking, group, sizes, 0.2)
+    assert scores == {"big": pytest.approx(8.0 / (1 + 0.2 * math.log(148))), "small": 6.0}
+    assert ranked(scores) == ["small", "big"]
+    assert ranked({"b": 1.0, "a": 1.0, "c": 2.0}) == ["c", "b", "a"]  # ties keep first-seen order
+
+
+def test_fuse_size_prior_demotes_a_large_commit_in_keyword_lanes_only() -> None:
+    sha_of = {1: "big", 2: "one", 3: "big", 4: "one"}
+    sizes = {"big": 150, "one": 1}
+    lane_scores = {"diff": {1: 10.0, 2: 9.0}, "message": {3: 5.0, 4: 4.0}}
+    plain = fuse({"diff": [1, 2]}, sha_of, tie_key=lambda u: (u,), lane_scores=lane_scores, method="score")
+    assert [c.sha for c in plain] == ["big", "one"]
+    kw = {"tie_key": lambda u: (u,), "lane_scores": lane_scores, "commit_sizes": sizes, "size_prior": 0.2}
+    prior = fuse({"diff": [1, 2]}, sha_of, method="score", **kw)  # type: ignore[arg-type]
+    assert [c.sha for c in prior] == ["one", "big"]
+    assert prior[0].fused == pytest.approx(1.0)  # the best commit after the prior is 1.0, as before
+    assert prior[0].lanes == {"diff": 1} and prior[1].lanes == {"diff": 2}
+    by_rrf = fuse({"diff": [1, 2]}, sha_of, method="rrf", **kw)  # type: ignore[arg-type]
+    assert [c.sha for c in by_rrf] == ["one", "big"]  # RRF ranks follow the adjusted scores too
+    message = fuse({"message": [3, 4]}, sha_of, method="score", **kw)  # type: ignore[arg-type]
+    assert [c.sha for c in message] == ["big", "one"]  # one message per commit: no size prior
+
+
+def test_fuse_takes_a_lanes_own_commit_scores() -> None:
+    sha_of = {1: "aaa", 2: "bbb", 3: "aaa", 4: "ccc"}
+    lane_scores = {"dense": {1: 0.9, 2: 0.5, 3: 0.9, 4: 0.4}}
+    centroids = {"dense": {"aaa": 0.3, "bbb": 0.5}}  # "ccc" has no centroid: it gets the lowest given score
+    fused = fuse(
+        {"dense": [1, 3, 2, 4]}, sha_of, tie_key=lambda u: (u,), lane_scores=lane_scores, method="score",
+        commit_scores=centroids,
+    )  # fmt: skip
+    assert [(c.sha, round(c.fused, 6)) for c in fused] == [("bbb", 0.5), ("aaa", 0.3), ("ccc", 0.3)]
+    assert fused[0].lanes == {"dense": 1} and fused[1].hunks == [1, 3]
+
+
+def test_centroid_scores_average_unit_file_vectors() -> None:
+    vectors = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0]], dtype=np.float32)
+    scores = centroid_scores(np.array([1.0, 0.0]), {"one": [0], "two": [0, 1], "same": [1, 2], "none": []}, vectors)
+    assert scores["one"] == pytest.approx(1.0)  # a one-file commit scores its file's cosine
+    assert scores["two"] == pytest.approx(math.sqrt(0.5), abs=1e-6)  # centre (0.5, 0.5) after normalising rows
+    assert scores["same"] == pytest.approx(0.0) and "none" not in scores
+    assert list(scores) == sorted(scores)
 
 
 def test_best_scores_takes_each_groups_first_member() -> None:

@@ -17,16 +17,26 @@ from typing import Any
 from .bench import emit
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
-from .search.engine import DEFAULT_FUSION, DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
+from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
 
+DEFAULTS = SearchOptions()
 NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
+# the first stage before commit-level aggregation: no size prior, the dense lane's best file per commit
+PREVIOUS = {
+    "size_prior": 0.0, "dense_commits": "best-file", "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}, "rerank_blend": 1.0,
+}  # fmt: skip
 CONFIGS: dict[str, dict[str, Any]] = {
     "bm25": {"weights": NO_DENSE, "rerank": False},  # the default keyword lanes, as shipped
+    "bm25-previous": {"weights": NO_DENSE, "rerank": False, "size_prior": 0.0},  # without the size prior
     "bm25-equal-lanes": {"lanes": TEXT_LANES, "rerank": False},  # every keyword lane at weight 1
     "dense": {"lanes": ("dense",), "rerank": False},
+    "dense-best-file": {"lanes": ("dense",), "rerank": False, "dense_commits": "best-file"},
     "fused": {"rerank": False},
-    "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # before
-    "fused+rerank": {"rerank": True},  # rerank + 1.0 x fused score (shipped)
+    "fused-previous": {**PREVIOUS, "rerank": False},
+    "fused+rerank-previous": {**PREVIOUS, "rerank": True},
+    "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # RRF instead
+    "fused+rerank": {"rerank": True},  # rerank + 0.5 x fused score (shipped)
+    "fused+rerank-blend1": {"rerank": True, "rerank_blend": 1.0},  # the previous blend on the new first stage
     "fused+rerank-only": {"rerank": True, "rerank_blend": 0.0},  # the rerank score replaces the fused one
     "fused+rerank-blend3": {"rerank": True, "rerank_blend": 3.0},
 }
@@ -90,6 +100,31 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
         "per_file": {**metrics(file_ranks), "units": files},
         "per_hunk": {**metrics(hunk_ranks), "units": len(rows), "embed_s": round(hunk_s, 1),
                      "units_per_s": round(len(rows) / hunk_s, 1)},
+    }  # fmt: skip
+
+
+def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
+    """A configuration's search options: the defaults, overridden by the configuration's keys."""
+    return SearchOptions(
+        k=10, lanes=cfg.get("lanes"), rerank=cfg["rerank"], rerank_top=rerank_top,
+        weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", DEFAULTS.rerank_blend),
+        fusion=cfg.get("fusion", DEFAULTS.fusion), size_prior=cfg.get("size_prior", DEFAULTS.size_prior),
+        dense_commits=cfg.get("dense_commits", DEFAULTS.dense_commits),
+    )  # fmt: skip
+
+
+def miss(engine: Engine, subject: str, sha: str, rank: int | None, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a failed query looked like: the wanted commit's files and hunk count, and the top three hits'."""
+
+    def brief(c: str) -> dict[str, Any]:
+        db = engine.store.db
+        paths = [r[0] for r in db.execute("SELECT path FROM files WHERE sha=? ORDER BY path LIMIT 4", (c,))]
+        n = db.execute("SELECT n_hunks FROM commits WHERE sha=?", (c,)).fetchone()
+        return {"sha": c[:10], "hunks": n[0] if n else None, "paths": paths}
+
+    return {
+        "query": subject, "rank": rank, "wanted": brief(sha),
+        "top": [brief(r["commit"]["sha"]) for r in results[:3]],
     }  # fmt: skip
 
 
@@ -158,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerank-top", type=int, default=20)
     ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
     ap.add_argument("--history", type=int, default=0, help="also compare N symbol histories with git log -L")
+    ap.add_argument("--dump-misses", type=int, default=0, help="list the first N queries not ranked first")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     repo_path = Path(args.repo).resolve()
@@ -184,20 +220,20 @@ def main(argv: list[str] | None = None) -> int:
         "repo": str(repo_path), "queries": len(queries), "build_s": round(build_s, 1), "file_units": files,
     }  # fmt: skip
     for name in [c for c in args.configs.split(",") if c]:
-        cfg = CONFIGS[name]
-        opts = SearchOptions(
-            k=10, lanes=cfg.get("lanes"), rerank=cfg["rerank"], rerank_top=args.rerank_top,
-            weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", 1.0),
-            fusion=cfg.get("fusion", DEFAULT_FUSION),
-        )  # fmt: skip
+        opts = options_for(CONFIGS[name], args.rerank_top)
         ranks: list[int | None] = []
+        misses: list[dict[str, Any]] = []
         t = time.perf_counter()
         for subject, sha in queries:
             result = engine.search(subject, opts)
             shas = [r["commit"]["sha"] for r in result["results"]]
             ranks.append(shas.index(sha) + 1 if sha in shas else None)
+            if ranks[-1] != 1 and len(misses) < args.dump_misses:
+                misses.append(miss(engine, subject, sha, ranks[-1], result["results"]))
         report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(queries), 1)}
         print(name, report[name], file=sys.stderr)
+        if misses:
+            report[name]["misses"] = misses
     if args.history:
         report["history_vs_git_log_L"] = history_vs_git(engine, repo_path, args.history, args.seed)
         print("history", report["history_vs_git_log_L"], file=sys.stderr)

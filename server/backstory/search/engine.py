@@ -23,7 +23,7 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
-from .fusion import FUSION_METHODS, RRF_K, FusedCommit, fuse
+from .fusion import FUSION_METHODS, RRF_K, SIZE_PRIOR, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
@@ -34,6 +34,7 @@ TEXT_LANES = ("diff", "message", "path", "symbol")
 # itsdangerous: keyword 0.7, dense 0.3; confirmed on Flask).
 DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 0.43, "symbol": 0.0, "path": 0.0}
 DEFAULT_FUSION = FUSION_METHODS[0]
+DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
 Cancelled = Callable[[], bool]
 
 
@@ -51,9 +52,13 @@ class SearchOptions:
     hunks_per_commit: int = 3
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    rerank_blend: float = 1.0  # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score
+    # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score. 0.5 since the size prior and the
+    # dense centroid (1.0 before; 0.4-0.5 ranked best on both tuning repositories, docs/benchmarks.md)
+    rerank_blend: float = 0.5
     fusion: str = DEFAULT_FUSION  # "score" (normalised BM25 + cosine) or "rrf"
     rrf_k: int = RRF_K
+    size_prior: float = SIZE_PRIOR  # keyword lanes: commit score / (1 + alpha x ln hunks); 0 = off
+    dense_commits: str = DENSE_COMMIT_SCORES[0]  # dense lane's commit score: "centroid" or "best-file"
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:
@@ -216,33 +221,40 @@ class Engine:
 
     def lane_rankings(
         self, query: str, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]
-    ) -> dict[str, list[tuple[int, float]]]:
-        """Each wanted lane's (hunk uid, lane score), best first."""
+    ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[str, float]]]:
+        """Each wanted lane's (hunk uid, lane score), best first, and lanes' own per-commit scores (the dense
+        lane's commit centroids) where they have them."""
         index = self._text_index()
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
         no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
         rankings: dict[str, list[tuple[int, float]]] = {}
+        commit_scores: dict[str, dict[str, float]] = {}
         for lane in TEXT_LANES:
             if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue
             rankings[lane] = search_lane(index, searcher, lane, query, fq)
         if opts.wants("dense") and self.models.dense:
-            dense, warning = self.dense.rank(query, searcher if fq is not None else None, fq)
+            dense, by_commit, warning = self.dense.rank(
+                query, searcher if fq is not None else None, fq, commits=opts.dense_commits
+            )
             if warning:
                 meta["warnings"].append(warning)
             if dense is not None:
                 rankings["dense"] = dense
-        return rankings
+            if by_commit:
+                commit_scores["dense"] = by_commit
+        return rankings, commit_scores
 
     def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str]]:  # type: ignore[no-untyped-def]
-        scored = self.lane_rankings(query, opts, allowed, meta)
+        scored, commit_scores = self.lane_rankings(query, opts, allowed, meta)
         if cancelled and cancelled():
             raise SearchCancelled
         rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
         uids = sorted({u for r in rankings.values() for u in r})
         rows = render.hunk_rows(self.store.db, uids)
         sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
+        sizes = self._commit_sizes(sorted(set(sha_of.values()))) if opts.size_prior > 0 else None
         fused = fuse(
             rankings,
             sha_of,
@@ -252,8 +264,20 @@ class Engine:
             hunks_per_commit=opts.hunks_per_commit,
             lane_scores={lane: dict(r) for lane, r in scored.items()},
             method=opts.fusion,
+            commit_sizes=sizes,
+            size_prior=opts.size_prior,
+            commit_scores=commit_scores,
         )
         return fused, list(rankings)
+
+    def _commit_sizes(self, shas: list[str]) -> dict[str, int]:
+        """Indexed hunks per commit (the catalogue's count), for the commit-size prior."""
+        out: dict[str, int] = {}
+        for start in range(0, len(shas), 500):
+            chunk = shas[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(self.store.db.execute(f"SELECT sha, n_hunks FROM commits WHERE sha IN ({marks})", chunk))
+        return out
 
     def _finish(self, query, fused, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         top = fused[: max(opts.k, opts.rerank_top if opts.rerank else opts.k)]

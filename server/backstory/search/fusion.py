@@ -10,11 +10,21 @@ lane are its best hunk's, so a commit with many matching hunks is not counted ma
   dense lane contributes its raw cosine similarity (already on a fixed scale), and commits absent from a lane
   get 0 there (the dense lane: its lowest returned similarity). The weighted sum ranks the commits.
 
+Two commit-level adjustments (chosen on the message-blind evaluation, docs/benchmarks.md "Commit-level
+aggregation"):
+
+* A **size prior** on keyword lanes: a commit's best-hunk BM25 is divided by ``1 + alpha x ln(hunks in the
+  commit)``. A commit's lane score is its best hunk's, so a commit with 200 hunks gets 200 draws at a high
+  score for every query; the prior is commit-level length normalisation (BM25 normalises inside a hunk only).
+* Per-commit lane scores may be given directly (``commit_scores``): the dense lane passes the cosine of the
+  commit's centroid (mean of its file vectors) instead of its best file's.
+
 Hunks inside a commit are always ordered by hunk-level RRF.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -23,6 +33,9 @@ K = TypeVar("K", bound=Hashable)
 RRF_K = 60
 FUSION_METHODS = ("score", "rrf")  # the first is the default
 RAW_SCORE_LANES = frozenset({"dense"})  # lanes whose scores are comparable across queries (cosine)
+# lanes whose hunks hold different text (many hunks = many draws); every hunk of a commit has the same message
+SIZED_LANES = frozenset({"diff", "path", "symbol"})
+SIZE_PRIOR = 0.2  # alpha of the commit-size prior; 0 turns it off (tuned: 0.1-0.3, best 0.2 on both repos)
 
 
 def rrf(
@@ -68,6 +81,30 @@ def score_fusion(
     return out
 
 
+def size_factor(n_hunks: int, alpha: float = SIZE_PRIOR) -> float:
+    """The divisor of a keyword lane's commit score: ``1 + alpha x ln(n_hunks)`` (1.0 for one hunk or fewer)."""
+    return 1.0 + alpha * math.log(n_hunks) if alpha > 0 and n_hunks > 1 else 1.0
+
+
+def commit_lane_scores(
+    ranking: Sequence[tuple[K, float]],
+    group_of: Callable[[K], str],
+    sizes: Mapping[str, int] | None = None,
+    alpha: float = 0.0,
+) -> dict[str, float]:
+    """Per commit, its best hunk's score divided by its :func:`size_factor` (commits missing from ``sizes``
+    count as one hunk). Insertion order is the ranking's first-seen order."""
+    best = best_scores(ranking, group_of)
+    if not sizes or alpha <= 0:
+        return {str(c): s for c, s in best.items()}
+    return {str(c): s / size_factor(sizes.get(str(c), 1), alpha) for c, s in best.items()}
+
+
+def ranked(scores: Mapping[str, float]) -> list[str]:
+    """Keys by score, best first; equal scores keep their first-seen order (Python's sort is stable)."""
+    return sorted(scores, key=lambda c: -round(scores[c], 9))
+
+
 def best_scores(ranking: Sequence[tuple[K, float]], group_of: Callable[[K], Hashable]) -> dict[Hashable, float]:
     """Per group, the score of its first (best-ranked) member."""
     out: dict[Hashable, float] = {}
@@ -111,27 +148,43 @@ def fuse(
     hunks_per_commit: int = 3,
     lane_scores: Mapping[str, Mapping[int, float]] | None = None,
     method: str = "rrf",
+    commit_sizes: Mapping[str, int] | None = None,
+    size_prior: float = 0.0,
+    commit_scores: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[FusedCommit]:
     """Fuse per-lane hunk rankings into a commit ranking, each commit with its best hunks.
 
     ``method`` "rrf" fuses ranks; "score" fuses ``lane_scores`` (hunk uid -> lane score, for every ranked
-    hunk) as :func:`score_fusion` does. Ties are broken by commit sha, and hunks by ``tie_key`` (path,
-    position), so the output is deterministic. Hunks whose commit is unknown to ``sha_of`` (stale or
-    unreachable) are dropped before ranking.
+    hunk) as :func:`score_fusion` does. A lane's commit score is its best hunk's, divided for keyword lanes by
+    the commit-size prior in :data:`SIZED_LANES` (``commit_sizes``: sha -> hunks, ``size_prior``: alpha; see
+    :func:`size_factor`),
+    unless ``commit_scores`` gives that lane's per-commit scores outright (only commits with a ranked hunk in
+    the lane count). Each lane's commit ranking (for RRF and the "why") follows those scores. Ties are broken
+    by commit sha, and hunks by ``tie_key`` (path, position), so the output is deterministic. Hunks whose
+    commit is unknown to ``sha_of`` (stale or unreachable) are dropped before ranking.
     """
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; expected one of {', '.join(FUSION_METHODS)}")
     rankings = {lane: [u for u in r if u in sha_of] for lane, r in hunk_rankings.items()}
-    commit_rankings = {lane: collapse(r, sha_of.__getitem__) for lane, r in rankings.items()}
-    if method == "score":
-        scores = lane_scores or {}
-        per_commit = {
-            lane: best_scores([(u, scores.get(lane, {}).get(u, 0.0)) for u in r], sha_of.__getitem__)
-            for lane, r in rankings.items()
-        }
-        commit_scores = score_fusion(per_commit, weights)
-    else:
-        commit_scores = rrf(commit_rankings, k, weights)
+    commit_rankings: dict[str, list[str]] = {}
+    per_commit: dict[str, dict[str, float]] = {}
+    for lane, r in rankings.items():
+        given = (commit_scores or {}).get(lane)
+        if lane_scores is None and given is None:
+            commit_rankings[lane] = [str(c) for c in collapse(r, sha_of.__getitem__)]
+            continue
+        if given is not None:
+            order = collapse(r, sha_of.__getitem__)
+            floor = min(given.values(), default=0.0)
+            sc = {str(c): given.get(str(c), floor) for c in order}
+        else:
+            scores = (lane_scores or {}).get(lane, {})
+            alpha = size_prior if lane in SIZED_LANES else 0.0
+            sc = commit_lane_scores([(u, scores.get(u, 0.0)) for u in r], sha_of.__getitem__, commit_sizes, alpha)
+        per_commit[lane] = sc
+        commit_rankings[lane] = ranked(sc)
+    by_score = method == "score"
+    commit_score = score_fusion(per_commit, weights) if by_score else rrf(commit_rankings, k, weights)
     commit_lanes = lane_ranks(commit_rankings)
     hunk_scores = rrf(rankings, k, weights)
     hunk_lanes = lane_ranks(rankings)
@@ -139,8 +192,7 @@ def fuse(
     for uid in hunk_scores:
         by_commit.setdefault(sha_of[uid], []).append(uid)
     out: list[FusedCommit] = []
-    for sha, score in commit_scores.items():
-        assert isinstance(sha, str)
+    for sha, score in commit_score.items():
         uids = sorted(by_commit.get(sha, []), key=lambda u: (-hunk_scores[u], tie_key(u)))[:hunks_per_commit]
         out.append(
             FusedCommit(
