@@ -66,15 +66,28 @@ class HunkDoc:
 
 
 def add_docs(writer: tantivy.IndexWriter, docs: Sequence[HunkDoc]) -> None:
+    """Add one document per hunk. The hunks of one commit share its message, and those of one file its sibling
+    names and paths: each of those texts is tokenized once per run of hunks that share it (the same string
+    object, as `index.build` makes them), not once per hunk."""
+    shared: dict[str, tuple[str, str]] = {}  # field → (the last source string, its code_text)
+
+    def once(field: str, text: str) -> str:
+        last = shared.get(field)
+        if last is not None and last[0] is text:
+            return last[1]
+        out = code_text(text.replace("/", " ") if field == "path" else text)
+        shared[field] = (text, out)
+        return out
+
     for d in docs:
         doc = tantivy.Document()
         doc.add_unsigned("uid", d.uid)
         doc.add_text("sha", d.sha)
         doc.add_text("diff", code_text(d.diff))
-        doc.add_text("message", code_text(d.message))
-        doc.add_text("path", code_text(d.path.replace("/", " ")))
+        doc.add_text("message", once("message", d.message))
+        doc.add_text("path", once("path", d.path))
         doc.add_text("symbol", code_text(d.symbol))
-        doc.add_text("siblings", code_text(d.siblings))
+        doc.add_text("siblings", once("siblings", d.siblings))
         for p in d.paths:
             doc.add_text("path_raw", p)
         doc.add_text("language", d.language)
