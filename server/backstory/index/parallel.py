@@ -50,26 +50,10 @@ def exit_with_parent(parent: int) -> None:
 
 def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, parent: int) -> None:
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
-    _lower_priority()
     _worker["repo"] = open_repo(path)
     gitattributes, backstoryignore, excludes, max_bytes = policy_args
     _worker["policy"] = PathPolicy(gitattributes, backstoryignore, excludes, max_bytes)
     _worker["symbols"] = with_symbols
-
-
-NICE = 10
-
-
-def _lower_priority() -> None:
-    """Readers yield the CPU to the process that writes the index. The writer is the serial end of the pipe and
-    has up to 2 × `workers` segments of work queued ahead of it, so the readers are always runnable: at equal
-    priority three processes on two cores gave the writer two thirds of a core, and the whole phase waited for
-    it (with symbols, the readers' work grew and took the writer's time: +124 % instead of the readers' +60 %
-    of CPU). Niced readers use what the writer leaves, which also keeps an editor responsive."""
-    try:
-        os.nice(NICE)
-    except (AttributeError, OSError):  # no nice on this platform, or not permitted: same result, later
-        pass
 
 
 def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool) -> CommitDiff:
