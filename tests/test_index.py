@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -17,7 +18,7 @@ from backstory.history.repo import open_repo
 from backstory.index.analyzer import query_terms
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.store import IndexBusy, RebuildNeeded, StoreError
-from backstory.index.text_index import open_index
+from backstory.index.text_index import distinct_tokens, open_index
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
 from gitrepo import GitRepo, build_sample, fast_history
 
@@ -228,3 +229,34 @@ def test_build_sample_is_deterministic(tmp_path) -> None:
     a = build_sample(tmp_path / "a")
     b = build_sample(tmp_path / "b")
     assert a == b
+
+
+def test_sibling_names_are_indexed_once_per_token_and_still_found(tmp_path) -> None:
+    assert distinct_tokens("Flask.run Flask.route Flask.make_response") == "flask run route make_response make response"
+    assert distinct_tokens("") == ""
+    # a file whose sibling definitions share a qualifier: a change to one method is found by another's name
+    repo = GitRepo(tmp_path / "sib")
+    methods = "".join(f"    def handler_{i}(self):\n        return {i}\n\n" for i in range(30))
+    methods += "    def shutdown_gracefully(self):\n        return None\n"
+    repo.commit("Add the dispatcher", {"src/disp.py": f"class Dispatcher:\n{methods}"})
+    tweaked = f"class Dispatcher:\n{methods}".replace("return 7\n", "return 70\n")
+    repo.commit("Tweak one handler", {"src/disp.py": tweaked})
+    index_repository(repo.path)
+    hits = _engine(repo.path).search("shutdown_gracefully", SearchOptions(rerank=False, lanes=("symbol",)))["results"]
+    assert {r["commit"]["subject"] for r in hits} == {"Add the dispatcher", "Tweak one handler"}
+
+
+def test_reader_segments_are_equal_and_a_multiple_of_the_workers() -> None:
+    from backstory.index.parallel import CHUNK, SEGMENT_MAX, segments
+
+    for total in (1, CHUNK, 150, 1000, 5531, 20_000):
+        for n in (1, 2, 3):
+            plan = segments(total, n)
+            assert plan[0][0] == 0 and plan[-1][1] == total
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(plan))  # contiguous, in order
+            sizes = [b - a for a, b in plan]
+            assert max(sizes) <= max(SEGMENT_MAX, CHUNK) and max(sizes) - min(sizes) <= max(sizes) // 2 + 1
+            if total >= n * CHUNK * 2:
+                assert len(plan) % n == 0 and len(plan) >= 2 * n  # every worker gets the same number of segments
+    assert segments(0, 2) == []
+    assert [b - a for a, b in segments(5531, 2)] == [922, 922, 922, 922, 922, 921]

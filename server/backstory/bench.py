@@ -1,8 +1,9 @@
 """Benchmarks: ``python -m backstory.bench REPO [--runs N] [--dense N]``.
 
 Measures, side by side in one run on the same machine: ``git log -p --no-merges`` (the reference), the
-history reader alone, the BM25 index phase with and without symbols, query and symbol-history latency, the dense
-phase and full-pipeline latency, and index size. Prints a markdown table and writes JSON next to it.
+history reader alone and the BM25 index phase, each without and with symbols (alternating run by run; wall and
+CPU time of all processes), query and symbol-history latency (``--queries 0``: none), the dense phase and
+full-pipeline latency, and index size. Prints JSON (and writes it with ``--out``).
 Medians of ``--runs`` runs; nothing here asserts: numbers go to docs/benchmarks.md.
 """
 
@@ -35,13 +36,31 @@ def emit(report: dict[str, Any], out: str | None) -> None:
     print(text)
 
 
+def _cpu_seconds() -> float:
+    """User + system time of this process and of its finished children (the reader processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _median_time(fn: Any, runs: int) -> float:
-    times = []
+    return _alternate({"": fn}, runs)[""][0]
+
+
+def _alternate(fns: dict[str, Any], runs: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each function, over ``runs`` rounds in which every function runs once in
+    turn: on a shared machine a change of load hits all of them alike. CPU time counts every process (the
+    writer and its reader processes); it is the steadier measure, while the wall time of a phase also depends on
+    how well its processes overlap on the cores."""
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            c = _cpu_seconds()
+            t = time.perf_counter()
+            fn()
+            wall[name].append(time.perf_counter() - t)
+            cpu[name].append(_cpu_seconds() - c)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -60,7 +79,8 @@ def git_log_seconds(repo: Path, runs: int) -> float | None:
     )
 
 
-def reader_seconds(repo_path: Path, runs: int, symbols: bool) -> tuple[float, int]:
+def reader_seconds(repo_path: Path, runs: int) -> tuple[dict[str, tuple[float, float]], int]:
+    """The history reader alone (its processes, no index), without and with symbols: (wall, CPU) by name."""
     from .history.policy import PathPolicy
     from .index.parallel import read_all
 
@@ -68,29 +88,28 @@ def reader_seconds(repo_path: Path, runs: int, symbols: bool) -> tuple[float, in
     todo = list(walk(repo, head_sha(repo)))
     hunks = [0]
 
-    def go() -> None:
+    def go(symbols: bool) -> None:
         hunks[0] = sum(
             sum(len(f.hunks) for f in item.files) for item in read_all(repo, todo, PathPolicy(), symbols)
             if hasattr(item, "files")
         )  # fmt: skip
 
-    return _median_time(go, runs), hunks[0]
+    return _alternate({"reader_s": lambda: go(False), "reader_symbols_s": lambda: go(True)}, runs), hunks[0]
 
 
-def index_seconds(repo_path: Path, runs: int, symbols: bool, keep: Path | None) -> tuple[float, int, int]:
-    times, commits, hunks = [], 0, 0
-    for i in range(runs):
+def index_seconds(repo_path: Path, runs: int, keep: Path) -> dict[str, tuple[float, float]]:
+    """The BM25 index phase from scratch, without and with symbols; the last index with symbols is kept."""
+
+    def go(symbols: bool) -> None:
         d = Path(tempfile.mkdtemp(prefix="backstory-bench-"))
-        t = time.perf_counter()
-        report = index_repository(repo_path, options=BuildOptions(symbols=symbols), index_dir=d)
-        times.append(time.perf_counter() - t)
-        commits, hunks = report.new_commits, report.hunks
-        if keep is not None and i == runs - 1:
+        index_repository(repo_path, options=BuildOptions(symbols=symbols), index_dir=d)
+        if symbols:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.move(str(d), str(keep))
         else:
             shutil.rmtree(d, ignore_errors=True)
-    return statistics.median(times), commits, hunks
+
+    return _alternate({"index_bm25_s": lambda: go(False), "index_bm25_symbols_s": lambda: go(True)}, runs)
 
 
 def sample_queries(repo_path: Path, n: int, seed: int = 7) -> list[str]:
@@ -143,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write JSON results here")
     args = ap.parse_args(argv)
     repo_path = Path(args.repo).resolve()
+    load_before = round(os.getloadavg()[0], 2)
     repo = open_repo(repo_path)
     commits = list(walk(repo, head_sha(repo)))
     res: dict[str, Any] = {
@@ -153,11 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
     }
     res["git_log_p_s"] = git_log_seconds(repo_path, args.runs)
-    res["reader_s"], res["hunks"] = reader_seconds(repo_path, args.runs, symbols=False)
-    res["reader_symbols_s"], _ = reader_seconds(repo_path, args.runs, symbols=True)
-    res["index_bm25_s"], _, _ = index_seconds(repo_path, args.runs, symbols=False, keep=None)
+    # the two configurations of each phase alternate run by run, so a change of load hits both alike
+    timed, res["hunks"] = reader_seconds(repo_path, args.runs)
     keep = Path(tempfile.mkdtemp(prefix="backstory-bench-keep-")) / "index"
-    res["index_bm25_symbols_s"], _, _ = index_seconds(repo_path, args.runs, symbols=True, keep=keep)
+    timed |= index_seconds(repo_path, args.runs, keep)
+    for key, (wall, cpu) in timed.items():
+        res[key] = round(wall, 3)
+        res[key[:-2] + "_cpu_s"] = round(cpu, 2)  # user + system time of the writer and its reader processes
     n = res["commits"]
     for key in ("reader_s", "reader_symbols_s", "index_bm25_s", "index_bm25_symbols_s"):
         res[key[:-2] + "_commits_per_s"] = round(n / res[key], 1)
@@ -165,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             res[key[:-2] + "_ratio_to_git"] = round(res["git_log_p_s"] / res[key], 3)
     res["index_hunks_per_s"] = round(res["hunks"] / res["index_bm25_symbols_s"], 1)
     res["symbols_overhead"] = round(res["index_bm25_symbols_s"] / res["index_bm25_s"] - 1, 3)
+    res["symbols_overhead_cpu"] = round(res["index_bm25_symbols_cpu_s"] / res["index_bm25_cpu_s"] - 1, 3)
+    res["reader_symbols_overhead"] = round(res["reader_symbols_s"] / res["reader_s"] - 1, 3)
+    res["load_average"] = [load_before, round(os.getloadavg()[0], 2)]  # 1-minute load before and after
 
     from .search.engine import TEXT_LANES, Engine, ModelConfig, SearchOptions
     from .symbols_history import symbol_history
@@ -172,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(repo_path, keep, ModelConfig(dense=False, reranker="none"))
     queries = sample_queries(repo_path, args.queries)
     bm25 = SearchOptions(rerank=False, lanes=TEXT_LANES)
-    res["query_bm25"] = latency(lambda q: engine.search(q, bm25), queries)
-    res["history"] = latency(lambda p: symbol_history(engine, p), history_positions(engine, args.queries))
+    if queries:  # --queries 0: indexing only
+        res["query_bm25"] = latency(lambda q: engine.search(q, bm25), queries)
+        res["history"] = latency(lambda p: symbol_history(engine, p), history_positions(engine, args.queries))
     res["index_size_mb"] = round(engine.store.size_bytes() / 1e6, 1)
     if args.dense:
         from .index.dense_build import embed_pending
@@ -190,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         res["dense_units"] = done
         res["dense_units_per_s"] = round(done / (time.perf_counter() - t), 1)
         full = Engine(repo_path, keep, ModelConfig(dense=True, reranker="maxsim"))
-        res["query_fused_no_rerank"] = latency(lambda q: full.search(q, SearchOptions(rerank=False)), queries)
-        res["query_fused_rerank20"] = latency(lambda q: full.search(q, SearchOptions(rerank_top=20)), queries)
+        if queries:
+            res["query_fused_no_rerank"] = latency(lambda q: full.search(q, SearchOptions(rerank=False)), queries)
+            res["query_fused_rerank20"] = latency(lambda q: full.search(q, SearchOptions(rerank_top=20)), queries)
     res["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     shutil.rmtree(keep.parent, ignore_errors=True)
     emit(res, args.out)

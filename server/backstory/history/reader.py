@@ -7,6 +7,7 @@ merges are recorded by the caller but not diffed, so their changes are never ind
 from __future__ import annotations
 
 import stat
+from bisect import bisect_left
 from collections import Counter, OrderedDict
 from typing import Any
 
@@ -15,6 +16,7 @@ from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 from .. import symbols
+from ..symbols.extract import Row
 from ..symbols.versions import VersionCache
 from .diff import diff_hunks, diff_ops
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
@@ -179,7 +181,7 @@ def read_merge(repo: Repo, info: CommitInfo, *, with_symbols: bool = False) -> C
     return CommitDiff(commit=info, files=[], merge_paths=paths)
 
 
-def _definitions(store: CachingStore, key: tuple[bytes | None, str], data: bytes) -> list[symbols.Definition] | None:
+def _rows(store: CachingStore, key: tuple[bytes | None, str], data: bytes) -> list[Row] | None:
     """A version's definitions; parsed incrementally from a merge's version of the file when one is noted."""
     versions = store.versions
     later = versions.take_successor(key)
@@ -187,7 +189,24 @@ def _definitions(store: CachingStore, key: tuple[bytes | None, str], data: bytes
         later_data = versions.kept_source(later)
         if later_data:
             versions.derive(later, key, data, [op[:4] for op in diff_ops(data, later_data)])
-    return versions.definitions(key, data, key[1])
+    return versions.rows(key, data, key[1])
+
+
+def _touching(rows: list[Row], lines: list[int], seen: dict[tuple[str, str], SymbolRef]) -> None:
+    """Add to ``seen`` every definition containing one of ``lines`` (ascending, as hunks list them), in
+    canonical order: what `symbols.definitions_touching` gives, on rows, stopping at the last line."""
+    if not lines:
+        return
+    last = lines[-1]
+    n = len(lines)
+    for start, neg_end, name, kind, _short, end, _sig in rows:
+        if start > last:
+            break  # rows are sorted by start line: no later one can contain a line
+        if -neg_end < lines[0]:
+            continue
+        i = bisect_left(lines, start)
+        if i < n and lines[i] <= end and (name, kind) not in seen:
+            seen[(name, kind)] = SymbolRef(name, kind, start, end)
 
 
 def _attribute_symbols(
@@ -199,7 +218,7 @@ def _attribute_symbols(
     versions = store.versions
     new_key = (new[0], language)
     old_key = (old[0], language)
-    new_defs = _definitions(store, new_key, new[1]) if new[0] is not None and new[1] else []
+    new_defs = _rows(store, new_key, new[1]) if new[0] is not None and new[1] else []
     if old[0] is not None and new[0] is not None and old[1]:
         # the old version is the new version of the next commit (in walk order) that changed this file
         versions.derive(
@@ -207,20 +226,18 @@ def _attribute_symbols(
         )
     # the pre-image only matters for removed lines: pure additions need no definitions of it
     needs_old = old[0] is not None and bool(old[1]) and any(h.removed_lines for h in fd.hunks)
-    old_defs = _definitions(store, old_key, old[1]) if needs_old else []
+    old_defs = _rows(store, old_key, old[1]) if needs_old else []
     if new_defs is None or old_defs is None:
         return  # too large / minified: recorded as not parsed
     fd.parsed = True
     for hunk in fd.hunks:
         seen: dict[tuple[str, str], SymbolRef] = {}
-        for d in symbols.definitions_touching(new_defs, hunk.added_lines):
-            seen.setdefault((d.name, d.kind), SymbolRef(d.name, d.kind, d.start_line, d.end_line))
-        for d in symbols.definitions_touching(old_defs, hunk.removed_lines):
-            seen.setdefault((d.name, d.kind), SymbolRef(d.name, d.kind, d.start_line, d.end_line))
+        _touching(new_defs, hunk.added_lines, seen)
+        _touching(old_defs, hunk.removed_lines, seen)
         hunk.symbols = list(seen.values())
     names: dict[str, None] = {}
-    for d in new_defs or old_defs:
-        names.setdefault(d.name, None)
+    for row in new_defs or old_defs:
+        names.setdefault(row[2], None)
         if len(names) >= MAX_SIBLINGS:
             break
     fd.sibling_symbols = list(names)

@@ -242,6 +242,7 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
             file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, int(f.parsed), c.author_time))
             siblings = " ".join(f.sibling_symbols)
             paths = [f.path] if f.old_path == f.path else [f.path, f.old_path]
+            path_text = " ".join(paths)  # one string per file: `add_docs` tokenizes it once for all its hunks
             for i, h in enumerate(f.hunks):
                 names = [s.name for s in h.symbols]
                 docs.append(
@@ -250,7 +251,7 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
                         sha=c.sha,
                         diff=h.changed_text,
                         message=message,
-                        path=" ".join(paths),
+                        path=path_text,
                         symbol=" ".join(names),
                         siblings=siblings,
                         paths=paths,

@@ -68,9 +68,15 @@ def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
 
 
 def segments(total: int, n: int) -> list[tuple[int, int]]:
-    """Split ``range(total)`` into contiguous (start, end) segments for ``n`` workers: two per worker of equal
-    size, at most `SEGMENT_MAX` (each switch costs cold caches; the cap bounds what is read ahead)."""
-    size = max(CHUNK, min(SEGMENT_MAX, -(-total // (2 * n))))
+    """Split ``range(total)`` into contiguous (start, end) segments for ``n`` workers: two per worker, or more
+    when a segment would exceed `SEGMENT_MAX` (each switch costs cold caches; the cap bounds what is read
+    ahead), always a multiple of ``n`` of them and of equal size, so that the workers finish together (a
+    worker with one segment more than the other used to leave a core idle at the end of the walk)."""
+    if total <= 0:
+        return []
+    count = max(1, min(-(-total // CHUNK), max(2 * n, -(-total // SEGMENT_MAX))))
+    count = -(-count // n) * n if count >= n else count
+    size = -(-total // count)
     return [(start, min(total, start + size)) for start in range(0, total, size)]
 
 

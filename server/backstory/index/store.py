@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import __version__
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"

@@ -65,16 +65,42 @@ class HunkDoc:
     time: int
 
 
+def distinct_tokens(names: str) -> str:
+    """The sibling field's text: each token of the names once (lower-cased, first-seen order).
+
+    Qualified names repeat their qualifiers (``Flask.run Flask.route ...``: ``flask`` sixty times), and the
+    sibling names are the same for every hunk of a file, so indexing them in full made them the largest field
+    of a hunk's document (more tokens than the changed lines on Flask). Which names a file defines is what
+    this low-boost field says; how often a qualifier repeats is not, so each token is indexed once."""
+    return " ".join(dict.fromkeys(code_text(names).lower().split()))
+
+
 def add_docs(writer: tantivy.IndexWriter, docs: Sequence[HunkDoc]) -> None:
+    """Add one document per hunk. The hunks of one commit share its message, and those of one file its sibling
+    names and paths: each of those texts is prepared once per run of hunks that share it (the same string
+    object, as `index.build` makes them), not once per hunk."""
+    shared: dict[str, tuple[str, str]] = {}  # field → (the last source string, its code_text)
+
+    def once(field: str, text: str) -> str:
+        last = shared.get(field)
+        if last is not None and last[0] is text:
+            return last[1]
+        if field == "siblings":
+            out = distinct_tokens(text)
+        else:
+            out = code_text(text.replace("/", " ") if field == "path" else text)
+        shared[field] = (text, out)
+        return out
+
     for d in docs:
         doc = tantivy.Document()
         doc.add_unsigned("uid", d.uid)
         doc.add_text("sha", d.sha)
         doc.add_text("diff", code_text(d.diff))
-        doc.add_text("message", code_text(d.message))
-        doc.add_text("path", code_text(d.path.replace("/", " ")))
+        doc.add_text("message", once("message", d.message))
+        doc.add_text("path", once("path", d.path))
         doc.add_text("symbol", code_text(d.symbol))
-        doc.add_text("siblings", code_text(d.siblings))
+        doc.add_text("siblings", once("siblings", d.siblings))
         for p in d.paths:
             doc.add_text("path_raw", p)
         doc.add_text("language", d.language)

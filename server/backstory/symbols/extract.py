@@ -12,14 +12,16 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 from .languages import CLASSLIKE, NON_SCOPE, SPECS, LanguageSpec
-from .model import KINDS, Definition, sort_definitions
+from .model import KINDS, Definition
 from .naming import resolve
 
 log = logging.getLogger(__name__)
@@ -136,10 +138,10 @@ def _lines(node: Node) -> tuple[int, int]:
     return start.row + 1, end_row + 1
 
 
-@dataclass(frozen=True, slots=True)
-class _Found:
+class _Found(NamedTuple):
     """One matched definition before qualification; immutable, so a version's list can be carried over to the
-    next older version (see `versions`)."""
+    next older version (see `versions`). A named tuple, not a frozen dataclass: a history walk creates a few
+    hundred thousand of these, and a tuple is several times cheaper to build."""
 
     start_byte: int
     end_byte: int
@@ -219,7 +221,7 @@ def _cpp_namespace_functions(found: list[_Found]) -> list[_Found]:
         if f.kind == "method" and "::" in f.segment:
             owner = f.segment.rsplit("::", 2)[-2]
             if owner in modules and owner not in classes:
-                f = replace(f, kind="function")
+                f = f._replace(kind="function")
         out.append(f)
     return out
 
@@ -228,9 +230,16 @@ def _cpp_namespace_functions(found: list[_Found]) -> list[_Found]:
 _VALUE_FUNCTIONS = frozenset({"function_expression", "function", "generator_function", "arrow_function"})
 _CALLABLE = frozenset({"function", "method"})
 
+#: A qualified definition as a plain tuple, in canonical order when sorted on its first four items (those of
+#: `model.sort_definitions`): (start line, -end line, qualified name, kind, short name, end line, signature).
+#: The history reader works on these directly; `Definition` objects are built only for callers that ask.
+Row = tuple[int, int, str, str, str, int, str]
+_CANONICAL = itemgetter(0, 1, 2, 3)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
-def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
-    """Turn byte-range nesting into qualified names and method kinds.
+
+def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Row]:
+    """Turn byte-range nesting into qualified names and method kinds; rows in canonical order.
 
     A stack of open scopes is swept in (start, -end) order, so each definition's nearest scope is
     on top. Types and constants are never scopes (``typedef struct S {..} S`` must not yield
@@ -239,22 +248,33 @@ def _qualify(found: list[_Found], spec: LanguageSpec) -> list[Definition]:
     is that binding's definition, not a nested one (it would read ``f.f``).
     """
     stack: list[tuple[int, str, str]] = []  # (end byte, qualified name, kind) of each open scope
-    out: list[Definition] = []
+    out: list[Row] = []
     sep = spec.separator
-    for f in sorted(found, key=lambda f: (f.start_byte, -f.end_byte)):
-        while stack and stack[-1][0] < f.end_byte:
+    qualify = spec.qualify
+    method_parents = spec.method_parents
+    ordered = sorted(found, key=_SECOND, reverse=True)  # two stable sorts: by start byte, then end byte descending
+    ordered.sort(key=_FIRST)
+    for _start_byte, end_byte, ntype, segment, short, kind, start_line, end_line, signature in ordered:
+        while stack and stack[-1][0] < end_byte:
             stack.pop()
-        parent = stack[-1] if stack else None
-        if parent is not None and f.ntype in _VALUE_FUNCTIONS and parent[0] == f.end_byte and parent[2] in _CALLABLE:
-            continue  # `app.init = function init() {}`: the bound function itself, not a definition inside it
-        kind = f.kind
-        if kind == "function" and parent is not None and parent[2] in spec.method_parents:
-            kind = "method"
-        name = f"{parent[1]}{sep}{f.segment}" if spec.qualify and parent is not None else f.segment
-        out.append(Definition(name, f.short, kind, f.start_line, f.end_line, f.signature))
+        if stack:
+            parent = stack[-1]
+            if ntype in _VALUE_FUNCTIONS and parent[0] == end_byte and parent[2] in _CALLABLE:
+                continue  # `app.init = function init() {}`: the bound function itself, not a definition inside it
+            if kind == "function" and parent[2] in method_parents:
+                kind = "method"
+            name = f"{parent[1]}{sep}{segment}" if qualify else segment
+        else:
+            name = segment
+        out.append((start_line, -end_line, name, kind, short, end_line, signature))
         if kind not in NON_SCOPE:
-            stack.append((f.end_byte, name, kind))
+            stack.append((end_byte, name, kind))
+    out.sort(key=_CANONICAL)
     return out
+
+
+def to_definitions(rows: list[Row]) -> list[Definition]:
+    return [Definition(r[2], r[4], r[3], r[0], r[5], r[6]) for r in rows]
 
 
 @dataclass(slots=True)
@@ -272,6 +292,7 @@ class Parsed:
     tree: Tree | None
     incremental: bool = False  # parsed from an edited tree of another version (not redone from scratch)
     found: list[_Found] | None = None  # every matched definition, once `definitions` ran
+    lines: Any = None  # `versions._Lines` of ``source``, once a diff needed it
 
 
 def parse(
@@ -314,8 +335,9 @@ def parse(
         return None
 
 
-def definitions(parsed: Parsed) -> list[Definition] | None:
-    """The definitions of a parsed version (see `extract_definitions`); ``None`` on an unexpected failure."""
+def rows(parsed: Parsed) -> list[Row] | None:
+    """The qualified definitions of a parsed version as `Row` tuples, in canonical order; ``None`` on an
+    unexpected failure."""
     if parsed.tree is None:
         return []
     try:
@@ -325,10 +347,16 @@ def definitions(parsed: Parsed) -> list[Definition] | None:
             assert compiled is not None
             parsed.found = _collect(compiled, spec, parsed.tree.root_node, parsed.source)
         found = _cpp_namespace_functions(parsed.found) if spec.id == "cpp" else parsed.found
-        return sort_definitions(_qualify(found, spec))
+        return _qualify(found, spec)
     except Exception:  # the contract is "never raise on any bytes"
         log.exception("definition extraction failed for a %s source of %d bytes", parsed.language, len(parsed.source))
         return None
+
+
+def definitions(parsed: Parsed) -> list[Definition] | None:
+    """The definitions of a parsed version (see `extract_definitions`); ``None`` on an unexpected failure."""
+    found = rows(parsed)
+    return None if found is None else to_definitions(found)
 
 
 def extract_definitions(

@@ -15,11 +15,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Sequence
-from itertools import accumulate
 
+import numpy as np
 from tree_sitter import Point, Tree
 
-from .extract import Parsed, _collect, _compiled, _Found, definitions, parse
+from .extract import Parsed, Row, _collect, _compiled, _Found, parse, rows, to_definitions
 from .languages import SPECS
 from .model import Definition
 
@@ -37,23 +37,27 @@ GAP = 2048  # re-matched spans closer than this are matched as one (fewer query 
 
 
 class _Lines:
-    """Byte offset and tree-sitter point of the start of each line (and of the end of the text)."""
+    """Byte offset and tree-sitter point of the start of each line (and of the end of the text).
 
-    __slots__ = ("ends", "size", "tail")
+    Newlines are found with numpy (tens of microseconds for a large file, against ~0.15 ms for splitting it into
+    lines in Python), and each version's table is kept with its tree (`Parsed.lines`), so it is built once
+    although every version takes part in two diffs."""
+
+    __slots__ = ("newlines", "size")
 
     def __init__(self, data: bytes) -> None:
-        pieces = data.split(b"\n")
         self.size = len(data)
-        self.ends = list(accumulate(map(len, pieces)))  # ends[k] + k: the offset of line k's newline
-        self.tail = len(pieces[-1])  # bytes after the last newline
+        self.newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)  # only a few are read per diff
 
     def position(self, line: int) -> tuple[int, Point]:
         """Where 0-based ``line`` starts; past the last line: the end of the text."""
         if line == 0:
             return 0, Point(0, 0)
-        if line < len(self.ends):
-            return self.ends[line - 1] + line, Point(line, 0)
-        return self.size, Point(len(self.ends) - 1, self.tail)
+        newlines = self.newlines
+        if line <= len(newlines):
+            return int(newlines[line - 1]) + 1, Point(line, 0)
+        count = len(newlines)
+        return self.size, Point(count, self.size - (int(newlines[-1]) + 1 if count else 0))
 
 
 def _span(start: int, count: int) -> tuple[int, int]:
@@ -66,7 +70,13 @@ def edits_to_older(new: bytes, old: bytes, blocks: Sequence[Block]) -> tuple[lis
     coordinates are still those of the unedited text before it) and the blocks as byte spans (first block
     first); ``None`` when the blocks do not describe the two texts exactly (e.g. a final line that only gained
     or lost its newline), so the caller parses afresh."""
-    nl, ol = _Lines(new), _Lines(old)
+    return _plan(new, old, blocks, _Lines(new), _Lines(old))
+
+
+def _plan(
+    new: bytes, old: bytes, blocks: Sequence[Block], nl: _Lines, ol: _Lines
+) -> tuple[list[Edit], list[Move]] | None:
+    """`edits_to_older` with the line tables of both texts given."""
     edits: list[Edit] = []
     moves: list[Move] = []
     new_end, old_end = nl.size, ol.size  # the unchanged text after the current block ends here
@@ -157,7 +167,7 @@ class VersionCache:
     def __init__(self, size: int = DEFINITIONS, trees: int = TREES) -> None:
         self._size = size
         self._tree_size = trees
-        self._defs: OrderedDict[Hashable, list[Definition] | None] = OrderedDict()
+        self._defs: OrderedDict[Hashable, list[Row] | None] = OrderedDict()
         self._trees: OrderedDict[Hashable, Parsed] = OrderedDict()
         self.stats: Counter[str] = Counter()
         self.carry = True  # carry definitions over between versions (off: match every version in full)
@@ -189,6 +199,11 @@ class VersionCache:
 
     def definitions(self, key: Hashable, source: bytes, language: str) -> list[Definition] | None:
         """What `extract_definitions(source, language)` returns, computed at most once per key while cached."""
+        found = self.rows(key, source, language)
+        return None if found is None else to_definitions(found)
+
+    def rows(self, key: Hashable, source: bytes, language: str) -> list[Row] | None:
+        """`definitions` as `extract.Row` tuples (what the history reader uses: no objects per definition)."""
         if key in self._defs:
             self._defs.move_to_end(key)
             self.stats["hit"] += 1
@@ -199,11 +214,11 @@ class VersionCache:
             parsed = parse(source, language)
             if parsed is not None and parsed.tree is not None:
                 self._keep_tree(key, parsed)
-        defs = None if parsed is None else definitions(parsed)
-        self._defs[key] = defs
+        found = None if parsed is None else rows(parsed)
+        self._defs[key] = found
         if len(self._defs) > self._size:
             self._defs.popitem(last=False)
-        return defs
+        return found
 
     def can_derive(self, new_key: Hashable, old_key: Hashable) -> bool:
         """Whether `derive` would parse ``old_key`` from ``new_key`` (so the caller can skip preparing a diff)."""
@@ -222,7 +237,10 @@ class VersionCache:
             return
         if base.language != base.requested:
             return  # a C header parsed as C++: its C tree is gone, parse the old version afresh when asked
-        plan = edits_to_older(base.source, old_source, blocks)
+        if base.lines is None:
+            base.lines = _Lines(base.source)
+        old_lines = _Lines(old_source)
+        plan = _plan(base.source, old_source, blocks, base.lines, old_lines)
         if plan is None:
             self.stats["fallback"] += 1
             return
@@ -234,6 +252,7 @@ class VersionCache:
         parsed = parse(old_source, base.requested, base=tree)
         if parsed is None or parsed.tree is None:
             return
+        parsed.lines = old_lines
         if parsed.incremental and base.found is not None and self.carry:
             changed = [(r.start_byte, r.end_byte) for r in tree.changed_ranges(parsed.tree)]
             parsed.found, kept = carry_over(base.found, parsed, moves, changed)
