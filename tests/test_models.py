@@ -276,6 +276,20 @@ def test_optimized_model_is_cached_with_checksum(optimized: Embedder, shipped: E
     assert (folder / "model.onnx").stat().st_mtime_ns == mtime
 
 
+def test_older_recipes_are_removed_from_the_cache(optimized: Embedder, opt_cache: Path, tmp_path: Path) -> None:
+    current = _opt_folder(opt_cache)
+    cache = tmp_path / "cache"
+    shutil.copytree(current, cache / "models" / "optimized" / current.name)
+    prefix = current.name.removesuffix("2")
+    for stale in ("1", "99", "1-extra"):  # an older recipe, a newer one, and a folder that is not a recipe
+        (cache / "models" / "optimized" / f"{prefix}{stale}").mkdir()
+        (cache / "models" / "optimized" / f"{prefix}{stale}" / "model.onnx").write_bytes(b"old")
+    again = Embedder(optimize=True, cache_dir=cache)
+    assert again.model_id == optimized.model_id
+    left = sorted(p.name for p in (cache / "models" / "optimized").iterdir())
+    assert left == sorted([current.name, f"{prefix}99", f"{prefix}1-extra"])
+
+
 def test_optimized_vectors_match_shipped(optimized: Embedder, shipped: Embedder) -> None:
     a = optimized.embed(TEXTS)
     b = shipped.embed(TEXTS)

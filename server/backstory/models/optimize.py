@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,7 @@ def ensure_optimized(source: ModelFiles, cache_dir: Path) -> ModelFiles:
     folder = optimized_dir(source, cache_dir)
     found = load_verified(source, folder)
     if found is not None:
+        _remove_older_recipes(folder)
         return found
     folder.mkdir(parents=True, exist_ok=True)
     with _interprocess_lock(folder / ".lock"):
@@ -71,6 +73,19 @@ def ensure_optimized(source: ModelFiles, cache_dir: Path) -> ModelFiles:
     if found is None:
         raise ModelUnavailable(f"the optimized model written to {folder} does not verify")
     return found
+
+
+def _remove_older_recipes(folder: Path) -> None:
+    """Delete this source model's conversions by older recipes (~22 MB each; nothing reads them any more).
+
+    Newer recipes are left alone: another installed version of backstory may be using them.
+    """
+    prefix = folder.name[: -len(str(RECIPE))]
+    for sibling in folder.parent.glob(f"{prefix}*"):
+        recipe = sibling.name[len(prefix) :]
+        if sibling != folder and sibling.is_dir() and recipe.isdigit() and int(recipe) < RECIPE:
+            log.info("removing the optimized model of an older recipe: %s", sibling)
+            shutil.rmtree(sibling, ignore_errors=True)
 
 
 def load_verified(source: ModelFiles, folder: Path) -> ModelFiles | None:
