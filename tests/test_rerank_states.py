@@ -132,7 +132,7 @@ def test_codec_roundtrip_is_close_deterministic_and_serialisable(embedder: Embed
     assert again.digest == codec.digest  # same sample, same bytes
     assert StateCodec.from_bytes(codec.to_bytes()).digest == codec.digest
     blob = codec.encode(states)
-    assert len(blob) == len(states) * (48 + 2)
+    assert len(blob) == len(states) * codec.token_bytes == len(states) * (2 + 24)  # 48 int4 codes
     back = codec.decode(blob)
     assert back.shape == states.shape
     np.testing.assert_allclose(np.linalg.norm(back, axis=1), 1.0, rtol=1e-5)
@@ -147,6 +147,8 @@ def test_codec_roundtrip_is_close_deterministic_and_serialisable(embedder: Embed
     assert codec.maxsim(query[:0], per_text) == [0.0] * 4
     with pytest.raises(ValueError):
         codec.decode(blob[:-1])
+    odd = StateCodec.fit(states, components=33)  # int4 codes come in pairs: one is padding
+    assert odd.token_bytes == 2 + 17 and odd.coords(odd.encode(states)).shape == (len(states), 33)
     with pytest.raises(ValueError):
         StateCodec.from_bytes(codec.to_bytes()[:-4])
 

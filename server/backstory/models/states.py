@@ -9,9 +9,11 @@ so they are stored compressed:
   ``.``, ``=``, ``##_``…) and repeats of a token already kept are dropped (Flask: 86 tokens per unit window ->
   58 content -> 34 distinct) — a query token's best match is almost never a bracket, a repeated identifier
   only adds a near-duplicate row, and measured rankings did not change (docs/benchmarks.md);
-* projected on the top ``components`` principal axes of the index's own token states (a :class:`StateCodec`
-  fitted once per index on the first units embedded and stored with it), each token's coordinates
-  quantized to int8 with one float16 scale per token.
+* projected on the top ``COMPONENTS`` (96) principal axes of the index's own token states (a
+  :class:`StateCodec` fitted once per index on the first units embedded and stored with it), each token's
+  coordinates quantized to int4 with one float16 scale: 50 bytes per token instead of 1,536 (~1.7 KB per
+  Flask unit). 64 int8 axes lost ranking quality on Flask (MRR@10 −0.009); 96 axes at int4, int8, or 32 int8
+  + 64 int4 ranked alike (docs/benchmarks.md).
 
 Decoding reconstructs ``mean + codes x scale @ basis.T`` and re-normalises it, so MaxSim scores stay cosines
 on the same scale as before (the rerank is blended with the fused score, whose weight was tuned on them).
@@ -28,19 +30,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Principal axes kept per token. See docs/benchmarks.md ("Stored token states") for the measurements.
-COMPONENTS = 64
+#: Principal axes kept per token, and how many of the leading ones are stored as int8 (the rest as int4).
+#: 96 axes all int4 ranked as well as int8 or 32 int8 + 64 int4, and 64 int8 axes lost on Flask; see
+#: docs/benchmarks.md ("Rerank from stored token states"). ``WIDE`` stays a knob for other models.
+COMPONENTS = 96
+WIDE = 0
 #: Token vectors needed before a codec is fitted: below this the axes would follow a few passages' words.
 MIN_FIT_TOKENS = 4096
 #: Token vectors a codec is fitted on at most (the first ones offered, in order: deterministic).
 MAX_FIT_TOKENS = 20_000
 #: Stamped next to the vectors: what the stored states are. Bump when encoding or token choice changes.
-STATES_RECIPE = f"maxsim-states-v1:distinct-content-tokens,pca{COMPONENTS},int8"
+STATES_RECIPE = f"maxsim-states-v1:distinct-content-tokens,pca{COMPONENTS}," + (f"int8x{WIDE}+int4" if WIDE else "int4")
 
 
 @dataclass(frozen=True)
 class StateCodec:
-    """A PCA basis (``mean`` ``[dim]``, orthonormal ``basis`` ``[dim, components]``) and its int8 encoding."""
+    """A PCA basis (``mean`` ``[dim]``, orthonormal ``basis`` ``[dim, components]``) and its int8/int4 encoding."""
 
     mean: np.ndarray
     basis: np.ndarray
@@ -97,24 +102,62 @@ class StateCodec:
 
     # -- states -----------------------------------------------------------------------------------------------
 
+    @property
+    def _split(self) -> tuple[int, int]:
+        """(int8 coordinates, int4 coordinates) per token; int4 codes are packed in pairs."""
+        wide = min(WIDE, self.components)
+        narrow = self.components - wide
+        return wide, narrow + (narrow % 2)
+
+    @property
+    def token_bytes(self) -> int:
+        """Bytes per stored token: a float16 scale and the codes of each non-empty group."""
+        wide, narrow = self._split
+        return (2 + wide if wide else 0) + (2 + narrow // 2 if narrow else 0)
+
     def encode(self, states: np.ndarray) -> bytes:
-        """``[n, dim]`` token vectors -> ``n x 2`` bytes of float16 scales, then ``n x components`` int8 codes."""
+        """``[n, dim]`` token vectors -> ``n x`` :attr:`token_bytes` bytes: each group's ``n`` float16 scales,
+        then the int8 codes, then the packed int4 codes."""
         states = np.asarray(states, dtype=np.float32).reshape(-1, self.dim)
         coords = (states - self.mean) @ self.basis
-        scales = (np.abs(coords).max(axis=1) / 127.0).astype(np.float16)
-        safe = np.maximum(scales.astype(np.float32), np.float32(1e-8))[:, None]
-        codes = np.clip(np.rint(coords / safe), -127, 127).astype(np.int8)
-        return scales.astype("<f2").tobytes() + codes.tobytes()
+        wide, narrow = self._split
+        if narrow > self.components - wide:
+            coords = np.concatenate([coords, np.zeros((len(coords), 1), np.float32)], axis=1)
+        scales: list[bytes] = []
+        codes: list[bytes] = []
+        if wide:
+            wide_scales, wide_codes = _quantize(coords[:, :wide], 127)
+            scales.append(wide_scales.tobytes())
+            codes.append(wide_codes.astype(np.int8).tobytes())
+        if narrow:
+            narrow_scales, narrow_codes = _quantize(coords[:, wide:], 7)
+            nibbles = (narrow_codes + 8).astype(np.uint8)
+            scales.append(narrow_scales.tobytes())
+            codes.append(((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).astype(np.uint8).tobytes())
+        return b"".join(scales + codes)
 
     def coords(self, blob: bytes) -> np.ndarray:
-        """The stored coordinates ``[n, components]`` (int8 codes x their token's scale) of one blob."""
-        width = 2 + self.components
+        """The stored coordinates ``[n, components]`` (codes x their group's scale) of one blob."""
+        width = self.token_bytes
         if len(blob) % width:
             raise ValueError(f"token states blob of {len(blob)} bytes is not a multiple of {width}")
         n = len(blob) // width
-        scales = np.frombuffer(blob, dtype="<f2", count=n).astype(np.float32)
-        codes = np.frombuffer(blob, dtype=np.int8, count=n * self.components, offset=2 * n)
-        return codes.reshape(n, self.components).astype(np.float32) * scales[:, None]
+        wide, narrow = self._split
+        groups = int(wide > 0) + int(narrow > 0)
+        scales = np.frombuffer(blob, dtype="<f2", count=groups * n).astype(np.float32).reshape(groups, n)
+        offset = 2 * groups * n
+        parts: list[np.ndarray] = []
+        if wide:
+            codes = np.frombuffer(blob, dtype=np.int8, count=n * wide, offset=offset).reshape(n, wide)
+            parts.append(codes.astype(np.float32) * scales[0][:, None])
+            offset += n * wide
+        if narrow:
+            packed = np.frombuffer(blob, dtype=np.uint8, count=n * narrow // 2, offset=offset).reshape(n, narrow // 2)
+            nibbles = np.empty((n, narrow), dtype=np.float32)
+            nibbles[:, 0::2] = packed >> 4
+            nibbles[:, 1::2] = packed & 15
+            parts.append((nibbles - 8.0) * scales[-1][:, None])
+        return np.concatenate(parts, axis=1)[:, : self.components]
 
     def decode(self, blob: bytes) -> np.ndarray:
         """The unit-length reconstruction ``[n, dim]`` (float32) of what :meth:`encode` stored."""
@@ -153,6 +196,13 @@ def maxsim(query: np.ndarray, passage: np.ndarray) -> float:
     if len(query) == 0 or len(passage) == 0:
         return 0.0
     return float((query @ passage.T).max(axis=1).mean())
+
+
+def _quantize(x: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-row quantization to ``[-levels, levels]``: (float16 scales, integer codes)."""
+    scales = (np.abs(x).max(axis=1) / float(levels)).astype("<f2")
+    safe = np.maximum(scales.astype(np.float32), np.float32(1e-8))[:, None]
+    return scales, np.clip(np.rint(x / safe), -levels, levels).astype(np.int16)
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
