@@ -69,7 +69,7 @@ class MaxSimReranker:
 
     def score_states(self, query_states: np.ndarray, passages: Sequence[np.ndarray]) -> list[float]:
         """MaxSim of the query's token states against each passage's (``[n_tokens, dim]``, unit rows)."""
-        return [maxsim(query_states, states) for states in passages]  # one small product each: see states.py
+        return [maxsim(query_states, states) for states in passages]
 
 
 class CrossEncoderReranker:
