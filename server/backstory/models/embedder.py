@@ -57,6 +57,8 @@ class _Loaded:
     truncation: int
     one_per_run: bool
     dim: int
+    #: Per vocabulary id: the token has a letter or digit (see ``token_states(content_only=True)``).
+    content: np.ndarray
 
 
 class Embedder:
@@ -119,34 +121,58 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 ``[len(texts), dim]``, unit rows, in input order; long texts are cut at ``max_tokens``."""
+        return self._embed(texts, states=None)[0]
+
+    def embed_with_states(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`embed`'s vectors and, from the same forward pass, each text's *content* token states
+        (``token_states(..., content_only=True)``): what the dense phase stores for the MaxSim rerank."""
+        return self._embed(texts, states="content")
+
+    def embed_query_with_states(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`embed_query`'s vector and ``token_states([text])[0]`` from one forward pass: the dense lane
+        and the MaxSim rerank of one search share the query's pass."""
+        vectors, states = self._embed([text], states="all")
+        return vectors[0], states[0]
+
+    def _embed(self, texts: Sequence[str], states: str | None) -> tuple[np.ndarray, list[np.ndarray]]:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts; use embed_query() for one string")
         with self._lock:
             loaded = self._load()
             out = np.zeros((len(texts), loaded.dim), dtype=np.float32)
+            with_states = states is not None
+            kept: list[np.ndarray] = [np.zeros((0, loaded.dim), dtype=np.float32) for _ in texts] if with_states else []
             if not texts:
-                return out
+                return out, kept
             encodings = self._encode(loaded, texts, self.max_tokens)
             for rows, hidden, mask in self._forward(loaded, encodings):
                 if hidden.ndim == 2:  # graph already pools
+                    if with_states:
+                        raise ModelUnavailable(f"{loaded.files.onnx_path} outputs pooled vectors, not token states")
                     out[rows] = _normalise(hidden.astype(np.float32))
                     continue
                 for j, i in enumerate(rows):  # each text's own tokens: padding cannot change the sum
                     real = hidden[j, mask[j].astype(bool)].astype(np.float32)
                     pooled = real.mean(axis=0) if len(real) else np.zeros(loaded.dim, dtype=np.float32)
                     out[i] = _normalise(pooled)
-            return out
+                    if with_states:
+                        positions = _kept(loaded, encodings[i], states == "content")
+                        kept[i] = _normalise(hidden[j, positions].astype(np.float32))
+            return out, kept
 
     def embed_query(self, text: str) -> np.ndarray:
         """float32 ``[dim]``: the same vector ``embed([text])[0]`` gives."""
         return self.embed([text])[0]
 
-    def token_states(self, texts: Sequence[str], *, max_tokens: int | None = None) -> list[np.ndarray]:
+    def token_states(
+        self, texts: Sequence[str], *, max_tokens: int | None = None, content_only: bool = False
+    ) -> list[np.ndarray]:
         """Per text, unit-length token vectors ``[n_tokens, dim]`` without padding and special tokens.
 
         For late interaction (MaxSim). ``max_tokens`` (default: the embedder's window; at most
         :data:`MAX_POSITIONS`, the encoder's position table) counts the special tokens as :meth:`count_tokens`
-        does.
+        does. ``content_only`` keeps only the first occurrence of each token with a letter or digit (no ``(``,
+        ``.``, ``##=``, no repeats): the token states the store keeps for passages (:mod:`.states`).
         """
         limit = self.max_tokens if max_tokens is None else max(4, min(max_tokens, MAX_POSITIONS))
         with self._lock:
@@ -160,10 +186,7 @@ class Embedder:
                     path = loaded.files.onnx_path
                     raise ModelUnavailable(f"{path} outputs pooled vectors, not token states")
                 for j, i in enumerate(rows):
-                    encoding = encodings[i]
-                    flags = zip(encoding.attention_mask, encoding.special_tokens_mask, strict=True)
-                    keep = [k for k, (real, special) in enumerate(flags) if real and not special]
-                    result[i] = _normalise(hidden[j, keep].astype(np.float32))
+                    result[i] = _normalise(hidden[j, _kept(loaded, encodings[i], content_only)].astype(np.float32))
             return result
 
     def count_tokens(self, text: str) -> int:
@@ -247,6 +270,7 @@ class Embedder:
             truncation=self.max_tokens,
             one_per_run=info.dynamic_quant,
             dim=0,
+            content=_content_ids(tokenizer),
         )
         shape = chosen.shape
         if shape and isinstance(shape[-1], int) and shape[-1] > 0:
@@ -256,6 +280,30 @@ class Embedder:
             feeds, _mask = inputs.feeds(probe, pad_id)
             loaded.dim = int(_runtime.run(session, chosen.name, feeds, files.onnx_path).shape[-1])
         return loaded
+
+
+def _content_ids(tokenizer: Tokenizer) -> np.ndarray:
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    content = np.zeros(max(vocab.values(), default=-1) + 1, dtype=bool)
+    for token, index in vocab.items():
+        content[index] = any(ch.isalnum() for ch in token.removeprefix("##"))
+    return content
+
+
+def _kept(loaded: _Loaded, encoding: Encoding, content_only: bool) -> list[int]:
+    """Positions of the real, non-special tokens; with ``content_only``, only the first occurrence of each
+    token with a letter or digit (a repeated identifier adds near-duplicate rows, never a better match)."""
+    flags = zip(encoding.ids, encoding.attention_mask, encoding.special_tokens_mask, strict=True)
+    if not content_only:
+        return [k for k, (_token, real, special) in enumerate(flags) if real and not special]
+    content = loaded.content
+    seen: set[int] = set()
+    kept: list[int] = []
+    for k, (token, real, special) in enumerate(flags):
+        if real and not special and token not in seen and token < len(content) and content[token]:
+            seen.add(token)
+            kept.append(k)
+    return kept
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

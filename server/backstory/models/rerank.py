@@ -22,6 +22,7 @@ from . import _runtime
 from .embedder import Embedder
 from .errors import ModelUnavailable
 from .files import ONNX_NAME, TOKENIZER_NAME, check_onnx, check_tokenizer
+from .states import maxsim
 
 RERANKER_KINDS = ("maxsim", "cross-encoder", "none")
 
@@ -38,11 +39,15 @@ class Reranker(Protocol):
 class MaxSimReranker:
     """ColBERT-style MaxSim over the embedder's L2-normalised token states (cosine in [-1, 1]).
 
-    Costs about one forward pass per passage; the passages are batched by length and run on the embedder's
-    threads. Passages are truncated to ``max_tokens`` (their head: path, symbols, first changed lines); an
-    empty query or passage scores 0.0. 128 tokens ranked better than 256 and cost about half: fused + rerank
-    MRR@10 0.388 vs 0.351 before (pallets/itsdangerous, 150 message-blind queries; see docs/benchmarks.md) —
-    matching the query against a passage's tail mostly adds spurious best matches.
+    :meth:`score` costs about one forward pass per passage; the passages are batched by length and run on
+    the embedder's threads. Passages are truncated to ``max_tokens`` (their head: path, symbols, first changed
+    lines); an empty query or passage scores 0.0. 128 tokens ranked better than 256 and cost about half: fused
+    + rerank MRR@10 0.388 vs 0.351 before (pallets/itsdangerous, 150 message-blind queries; see
+    docs/benchmarks.md) — matching the query against a passage's tail mostly adds spurious best matches.
+
+    :meth:`score_states` takes the passages' token states instead of their text: the search engine passes the
+    states the dense phase stored for each candidate's unit (:mod:`.states`), so a query costs one short
+    forward pass (the query's) instead of one per candidate.
     """
 
     name = "maxsim"
@@ -54,16 +59,17 @@ class MaxSimReranker:
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
             return []
-        query_states = self.embedder.token_states([query], max_tokens=self.max_tokens)[0]
+        query_states = self.query_states(query)
         passage_states = self.embedder.token_states(passages, max_tokens=self.max_tokens)
-        scores: list[float] = []
-        for states in passage_states:
-            if len(query_states) == 0 or len(states) == 0:
-                scores.append(0.0)
-                continue
-            similarity = query_states @ states.T  # [query tokens, passage tokens]
-            scores.append(float(similarity.max(axis=1).mean()))
-        return scores
+        return self.score_states(query_states, passage_states)
+
+    def query_states(self, query: str) -> np.ndarray:
+        """The query's token states ``[n, dim]`` (every real token: queries are short and mostly words)."""
+        return self.embedder.token_states([query], max_tokens=self.max_tokens)[0]
+
+    def score_states(self, query_states: np.ndarray, passages: Sequence[np.ndarray]) -> list[float]:
+        """MaxSim of the query's token states against each passage's (``[n_tokens, dim]``, unit rows)."""
+        return [maxsim(query_states, states) for states in passages]
 
 
 class CrossEncoderReranker:

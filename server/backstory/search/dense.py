@@ -13,18 +13,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tantivy
 
-from ..index import vectors
+from ..index import unit_states, vectors
+from ..index.dense_build import unit_passages
 from ..index.store import Store
 from ..index.text_index import filter_uids
+from ..models.states import STATES_RECIPE
 from . import render
 from .passages import RECIPE, file_passage
 
 if TYPE_CHECKING:
+    from ..models.rerank import MaxSimReranker
     from .engine import ModelConfig
     from .fusion import FusedCommit
 
 DENSE_TOP = 100
 FILTER_SCAN_LIMIT = 200_000
+#: Units (files) of a candidate commit the MaxSim rerank reads: those of its best hunks, best first; the
+#: commit scores its best unit's MaxSim. One unit matched the base rerank's quality on Flask (the best of 3:
+#: +0.004 MRR@10, within noise); see docs/benchmarks.md ("Rerank from stored token states").
+RERANK_UNITS = 1
 
 
 class DenseLane:
@@ -40,6 +47,7 @@ class DenseLane:
         self._centroids_of: dict[str, np.ndarray] = {}  # commit -> unit centroid, valid for the loaded vectors
         self._lock = threading.Lock()
         self._rr_lock = threading.Lock()
+        self._query_states: tuple[str, str, Any] | None = None  # (model id, query, token states) of the last rank()
 
     # -- models -----------------------------------------------------------------------------------------------
 
@@ -133,7 +141,8 @@ class DenseLane:
             index = self._vector_index(int(stamp["dim"]))
         except Exception as e:
             return None, None, f"dense lane off: vector index unreadable ({e}); run `backstory index --rebuild`"
-        qv = emb.embed_query(query)
+        qv, states = emb.embed_query_with_states(query)
+        self._query_states = (emb.model_id, query, states)  # the rerank of this search reuses the pass
         db = self.store.db
         if filters is not None and searcher is not None:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
@@ -196,6 +205,8 @@ class DenseLane:
         if rr is None:
             return {}, None, self._reranker_error
         rows = render.hunk_rows(self.store.db, [u for c in top for u in c.hunks])
+        if rr.name == "maxsim" and hasattr(rr, "score_states"):
+            return self._rerank_units(query, top, rows, rr, no_messages), rr.name, None
         passages = []
         for c in top:
             hunks = [rows[u] for u in c.hunks if u in rows]
@@ -205,6 +216,42 @@ class DenseLane:
             passages.append(file_passage(paths, symbols, subject, [h["excerpt"] for h in hunks]))
         scores = rr.score(query, passages)
         return {c.sha: float(s) for c, s in zip(top, scores, strict=True)}, rr.name, None
+
+    def _rerank_units(
+        self, query: str, top: list[FusedCommit], rows: dict[int, Any], rr: MaxSimReranker, no_messages: bool
+    ) -> dict[str, float]:
+        """MaxSim of each candidate commit against its best hunks' units (the dense recipe's text), read from
+        the stored token states; units without stored states (the dense phase has not reached them, or the
+        index predates stored states) are run through the model now and encoded with the same codec, so
+        they score exactly as if they had been stored."""
+        units = {c.sha: list(dict.fromkeys(rows[u]["fid"] for u in c.hunks if u in rows))[:RERANK_UNITS] for c in top}
+        fids = sorted({f for fs in units.values() for f in fs})
+        db = self.store.db
+        emb = rr.embedder
+        stamp = self.stamp() or {}
+        stored = stamp.get("states") == STATES_RECIPE and stamp.get("model_id") == emb.model_id
+        codec = unit_states.load_codec(db, STATES_RECIPE) if stored else None
+        blobs = unit_states.get(db, fids) if codec is not None else {}
+        missing = [f for f in fids if f not in blobs]
+        fresh = emb.token_states(unit_passages(self.store, missing, no_messages), content_only=True) if missing else []
+        states: dict[int, np.ndarray] = dict(zip(missing, fresh, strict=True))
+        cached = self._query_states
+        if cached is not None and cached[:2] == (emb.model_id, query) and rr.max_tokens == emb.max_tokens:
+            query_states = cached[2]
+        else:
+            query_states = rr.query_states(query)
+        pairs = [(c.sha, f) for c in top for f in units[c.sha]]
+        if codec is not None:  # fresh states go through the codec too, so they score as if they had been stored
+            blobs.update((f, codec.encode(s)) for f, s in states.items())
+            scores = codec.maxsim(query_states, [blobs[f] for _sha, f in pairs])
+        else:
+            scores = rr.score_states(query_states, [states[f] for _sha, f in pairs])
+        out = {c.sha: 0.0 for c in top}
+        best: dict[str, float] = {}
+        for (sha, _f), score in zip(pairs, scores, strict=True):
+            best[sha] = max(score, best.get(sha, score))
+        out.update(best)
+        return out
 
 
 def commit_centroids(rows_of: dict[str, list[int]], vectors: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,0 +1,80 @@
+"""Stored token states of (commit, file) units, for the MaxSim rerank: two catalogue tables.
+
+``unit_states`` holds one row per embedded unit (``fid``) with its compressed content-token states
+(:mod:`backstory.models.states`); ``state_codec`` holds the one codec (PCA basis) they are encoded with.
+They live in the SQLite catalogue, not in a file beside ``vectors.usearch``, because that makes crash safety
+free: the dense phase writes a batch's states rows (and, the first time, the codec) in the *same* transaction
+that marks the batch's units ``embedded=1``, after the vectors file was saved. So a unit the catalogue calls
+embedded has its vector on disk and, once a codec exists, its states in the catalogue; a run killed before
+that transaction leaves neither claimed, and the next run redoes the batch.
+
+Readers never need these rows: a unit without states is scored from a fresh forward pass of the same text,
+encoded with the same codec, so the rerank gives the same scores either way (only slower).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from ..models.states import StateCodec
+
+DDL = """
+CREATE TABLE IF NOT EXISTS unit_states (fid INTEGER PRIMARY KEY, states BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS state_codec (
+  id INTEGER PRIMARY KEY CHECK (id = 1), recipe TEXT NOT NULL, codec BLOB NOT NULL
+);
+"""
+
+
+def ensure_tables(db: sqlite3.Connection) -> None:
+    """Create the tables if needed (writers only; ``executescript`` must not run inside a transaction)."""
+    db.executescript(DDL)
+
+
+def load_codec(db: sqlite3.Connection, recipe: str) -> StateCodec | None:
+    """The index's codec if it was made for ``recipe``; None before the first one is fitted (or in an
+    index from before stored states, which has no table)."""
+    try:
+        row = db.execute("SELECT recipe, codec FROM state_codec WHERE id=1").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if row is None or row[0] != recipe:
+        return None
+    return StateCodec.from_bytes(bytes(row[1]))
+
+
+def save_codec(tx: sqlite3.Connection, recipe: str, codec: StateCodec) -> None:
+    tx.execute("INSERT OR REPLACE INTO state_codec(id, recipe, codec) VALUES (1, ?, ?)", (recipe, codec.to_bytes()))
+
+
+def put(tx: sqlite3.Connection, rows: Iterable[tuple[int, bytes]]) -> None:
+    tx.executemany("INSERT OR REPLACE INTO unit_states(fid, states) VALUES (?, ?)", list(rows))
+
+
+def remove(tx: sqlite3.Connection, fids: Sequence[int]) -> None:
+    tx.executemany("DELETE FROM unit_states WHERE fid=?", [(f,) for f in fids])
+
+
+def get(db: sqlite3.Connection, fids: Sequence[int]) -> dict[int, bytes]:
+    """Stored states of the embedded units among ``fids`` (others are simply absent)."""
+    if not fids:
+        return {}
+    marks = ",".join("?" * len(fids))
+    try:
+        rows = db.execute(
+            f"SELECT s.fid, s.states FROM unit_states s JOIN files f ON f.fid=s.fid"
+            f" WHERE s.fid IN ({marks}) AND f.embedded=1",
+            list(fids),
+        ).fetchall()
+    except sqlite3.OperationalError:  # an index from before stored states
+        return {}
+    return {int(fid): bytes(blob) for fid, blob in rows}
+
+
+def size_bytes(db: sqlite3.Connection) -> int:
+    """Bytes of stored states (payload only), for status and benchmarks."""
+    try:
+        return int(db.execute("SELECT COALESCE(SUM(LENGTH(states)), 0) FROM unit_states").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0

@@ -1,0 +1,220 @@
+"""Compressed token states, so the MaxSim rerank can read a passage's states instead of running the model.
+
+The dense phase already runs the encoder over every (commit, file) unit's 128-token window; keeping that
+pass's token states turns the rerank of 20 candidates from 20 forward passes (~300 ms on 2 cores) into the
+query's own pass plus a few small matrix products. Raw states are 384 float32 per token (~190 KB per unit),
+so they are stored compressed:
+
+* only *distinct content* tokens: [CLS]/[SEP] never were in MaxSim; tokens made of punctuation alone (``(``,
+  ``.``, ``=``, ``##_``…) and repeats of a token already kept are dropped (Flask: 86 tokens per unit window ->
+  58 content -> 34 distinct) — a query token's best match is almost never a bracket, a repeated identifier
+  only adds a near-duplicate row, and measured rankings did not change (docs/benchmarks.md);
+* projected on the top ``COMPONENTS`` (96) principal axes of the index's own token states (a
+  :class:`StateCodec` fitted once per index on the first units embedded and stored with it), each token's
+  coordinates quantized to int4 with one float16 scale: 50 bytes per token instead of 1,536 (~1.7 KB per
+  Flask unit). 64 int8 axes lost ranking quality on Flask (MRR@10 −0.009); 96 axes at int4, int8, or 32 int8
+  + 64 int4 ranked alike (docs/benchmarks.md).
+
+Decoding reconstructs ``mean + codes x scale @ basis.T`` and re-normalises it, so MaxSim scores stay cosines
+on the same scale as before (the rerank is blended with the fused score, whose weight was tuned on them).
+The codec is a pure function of its fitting sample and encoding of a matrix is deterministic, so a passage
+scores the same whether its states come from the store or from a fresh forward pass encoded on the spot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Principal axes kept per token, and how many of the leading ones are stored as int8 (the rest as int4).
+#: 96 axes all int4 ranked as well as int8 or 32 int8 + 64 int4, and 64 int8 axes lost on Flask; see
+#: docs/benchmarks.md ("Rerank from stored token states"). ``WIDE`` stays a knob for other models.
+COMPONENTS = 96
+WIDE = 0
+#: Token vectors needed before a codec is fitted: below this the axes would follow a few passages' words.
+MIN_FIT_TOKENS = 4096
+#: Token vectors a codec is fitted on at most (the first ones offered, in order: deterministic).
+MAX_FIT_TOKENS = 20_000
+#: Stamped next to the vectors: what the stored states are. Bump when encoding or token choice changes.
+STATES_RECIPE = f"maxsim-states-v1:distinct-content-tokens,pca{COMPONENTS}," + (f"int8x{WIDE}+int4" if WIDE else "int4")
+
+
+@dataclass(frozen=True)
+class StateCodec:
+    """A PCA basis (``mean`` ``[dim]``, orthonormal ``basis`` ``[dim, components]``) and its int8/int4 encoding."""
+
+    mean: np.ndarray
+    basis: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return int(self.basis.shape[0])
+
+    @property
+    def components(self) -> int:
+        return int(self.basis.shape[1])
+
+    @property
+    def digest(self) -> str:
+        """Short content hash: identifies the codec in diagnostics and tests."""
+        h = hashlib.sha256(self.mean.astype("<f4").tobytes() + self.basis.astype("<f4").tobytes())
+        return h.hexdigest()[:12]
+
+    @classmethod
+    def fit(cls, samples: np.ndarray, components: int = COMPONENTS) -> StateCodec:
+        """Principal axes of ``samples`` (``[n, dim]`` unit token vectors), at most ``min(n, dim)`` of them.
+
+        From the eigenvectors of the ``[dim, dim]`` covariance (LAPACK's SVD of the samples themselves took
+        seconds on the shared 2-core machine; this takes milliseconds). Each axis' sign is fixed (largest
+        coordinate positive) so the same samples give the same bytes.
+        """
+        x = np.asarray(samples, dtype=np.float64)[:MAX_FIT_TOKENS]
+        if x.ndim != 2 or len(x) < 2:
+            raise ValueError("fitting a state codec needs at least two token vectors")
+        mean = x.mean(axis=0)
+        centred = x - mean
+        values, vectors = np.linalg.eigh(centred.T @ centred)
+        keep = min(components, len(x), x.shape[1])
+        basis = vectors[:, np.argsort(-values, kind="stable")[:keep]]
+        signs = np.sign(basis[np.abs(basis).argmax(axis=0), np.arange(basis.shape[1])])
+        basis = basis * np.where(signs == 0, 1.0, signs)
+        return cls(mean.astype(np.float32), np.ascontiguousarray(basis, dtype=np.float32))
+
+    # -- bytes ------------------------------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        head = np.array([self.dim, self.components], dtype="<u4").tobytes()
+        return head + self.mean.astype("<f4").tobytes() + self.basis.astype("<f4").tobytes()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> StateCodec:
+        dim, components = (int(v) for v in np.frombuffer(blob[:8], dtype="<u4"))
+        want = 8 + 4 * dim + 4 * dim * components
+        if len(blob) != want or dim == 0 or components == 0:
+            raise ValueError(f"state codec blob has {len(blob)} bytes, expected {want}")
+        mean = np.frombuffer(blob, dtype="<f4", count=dim, offset=8).astype(np.float32)
+        basis = np.frombuffer(blob, dtype="<f4", count=dim * components, offset=8 + 4 * dim)
+        return cls(mean, basis.reshape(dim, components).astype(np.float32))
+
+    # -- states -----------------------------------------------------------------------------------------------
+
+    @property
+    def _split(self) -> tuple[int, int]:
+        """(int8 coordinates, int4 coordinates) per token; int4 codes are packed in pairs."""
+        wide = min(WIDE, self.components)
+        narrow = self.components - wide
+        return wide, narrow + (narrow % 2)
+
+    @property
+    def token_bytes(self) -> int:
+        """Bytes per stored token: a float16 scale and the codes of each non-empty group."""
+        wide, narrow = self._split
+        return (2 + wide if wide else 0) + (2 + narrow // 2 if narrow else 0)
+
+    def encode(self, states: np.ndarray) -> bytes:
+        """``[n, dim]`` token vectors -> ``n x`` :attr:`token_bytes` bytes: each group's ``n`` float16 scales,
+        then the int8 codes, then the packed int4 codes."""
+        states = np.asarray(states, dtype=np.float32).reshape(-1, self.dim)
+        coords = _product(states - self.mean, self.basis)
+        wide, narrow = self._split
+        if narrow > self.components - wide:
+            coords = np.concatenate([coords, np.zeros((len(coords), 1), np.float32)], axis=1)
+        scales: list[bytes] = []
+        codes: list[bytes] = []
+        if wide:
+            wide_scales, wide_codes = _quantize(coords[:, :wide], 127)
+            scales.append(wide_scales.tobytes())
+            codes.append(wide_codes.astype(np.int8).tobytes())
+        if narrow:
+            narrow_scales, narrow_codes = _quantize(coords[:, wide:], 7)
+            nibbles = (narrow_codes + 8).astype(np.uint8)
+            scales.append(narrow_scales.tobytes())
+            codes.append(((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).astype(np.uint8).tobytes())
+        return b"".join(scales + codes)
+
+    def coords(self, blob: bytes) -> np.ndarray:
+        """The stored coordinates ``[n, components]`` (codes x their group's scale) of one blob."""
+        width = self.token_bytes
+        if len(blob) % width:
+            raise ValueError(f"token states blob of {len(blob)} bytes is not a multiple of {width}")
+        n = len(blob) // width
+        wide, narrow = self._split
+        groups = int(wide > 0) + int(narrow > 0)
+        scales = np.frombuffer(blob, dtype="<f2", count=groups * n).astype(np.float32).reshape(groups, n)
+        offset = 2 * groups * n
+        parts: list[np.ndarray] = []
+        if wide:
+            codes = np.frombuffer(blob, dtype=np.int8, count=n * wide, offset=offset).reshape(n, wide)
+            parts.append(codes.astype(np.float32) * scales[0][:, None])
+            offset += n * wide
+        if narrow:
+            packed = np.frombuffer(blob, dtype=np.uint8, count=n * narrow // 2, offset=offset).reshape(n, narrow // 2)
+            nibbles = np.empty((n, narrow), dtype=np.float32)
+            nibbles[:, 0::2] = packed >> 4
+            nibbles[:, 1::2] = packed & 15
+            parts.append((nibbles - 8.0) * scales[-1][:, None])
+        return np.concatenate(parts, axis=1)[:, : self.components]
+
+    def decode(self, blob: bytes) -> np.ndarray:
+        """The unit-length reconstruction ``[n, dim]`` (float32) of what :meth:`encode` stored."""
+        return _unit_rows(self.coords(blob) @ self.basis.T + self.mean)
+
+    def maxsim(self, query: np.ndarray, blobs: Sequence[bytes]) -> list[float]:
+        """:func:`maxsim` of ``query`` (``[n, dim]`` unit token vectors) against each blob's :meth:`decode`,
+        computed in the reduced space without reconstructing the passages.
+
+        With ``p = c @ B.T + m`` (``B`` orthonormal): ``q . p = (q @ B) . c + q . m`` and
+        ``|p|^2 = |c|^2 + 2 c . (B.T @ m) + |m|^2``: ~6x fewer operations than decoding. The products go
+        through :func:`_product`, not BLAS (see there).
+        """
+        if len(query) == 0 or not blobs:
+            return [0.0] * len(blobs)
+        coords = [self.coords(b) for b in blobs]
+        filled = [c for c in coords if len(c)]
+        if not filled:
+            return [0.0] * len(blobs)
+        c = np.concatenate(filled)
+        mean = self.mean.astype(np.float32)
+        projected_mean = _product(mean[None, :], self.basis)[0]
+        norms = (c * c).sum(axis=1) + 2.0 * _product(c, projected_mean[:, None])[:, 0] + float((mean * mean).sum())
+        sims = _product(_product(query, self.basis), c.T) + _product(query, mean[:, None])
+        sims /= np.sqrt(np.maximum(norms, 1e-24))[None, :]
+        bounds = np.cumsum([0] + [len(x) for x in filled])
+        best = iter(sims[:, a:b].max(axis=1).mean() for a, b in itertools.pairwise(bounds))
+        return [float(next(best)) if len(x) else 0.0 for x in coords]
+
+    def roundtrip(self, states: np.ndarray) -> np.ndarray:
+        """What the store would give back for ``states`` (tests and diagnostics)."""
+        return self.decode(self.encode(states))
+
+
+def maxsim(query: np.ndarray, passage: np.ndarray) -> float:
+    """Mean over query tokens of the best cosine with any passage token; 0.0 when either side is empty."""
+    if len(query) == 0 or len(passage) == 0:
+        return 0.0
+    return float(_product(query, passage.T).max(axis=1).mean())
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in float32 without BLAS. These products are small (a query's 10 tokens against 20 passages'
+    ~700), but big enough for OpenBLAS to wake its thread pool, whose threads then keep spinning and took the
+    CPU from onnxruntime and the rest of the search: measured on Flask, fused search without rerank went from
+    14 to 30 ms p50 when interleaved with reranked ones (decode-then-compare: 25-35 ms per query under load).
+    numpy's einsum loops are single-threaded and take well under a millisecond here."""
+    return np.einsum("ij,jk->ik", a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
+
+
+def _quantize(x: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-row quantization to ``[-levels, levels]``: (float16 scales, integer codes)."""
+    scales = (np.abs(x).max(axis=1) / float(levels)).astype("<f2")
+    safe = np.maximum(scales.astype(np.float32), np.float32(1e-8))[:, None]
+    return scales, np.clip(np.rint(x / safe), -levels, levels).astype(np.int16)
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)

@@ -1,0 +1,298 @@
+"""Stored token states for the MaxSim rerank: the codec, what the dense phase stores, and that the rerank reads
+them (and scores exactly as a fresh forward pass would), with the real bundled model and real indexes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backstory.history.repo import open_repo
+from backstory.index import unit_states
+from backstory.index.build import index_repository, store_for
+from backstory.index.dense_build import embed_pending, unit_passages
+from backstory.index.store import RebuildNeeded
+from backstory.models import Embedder, MaxSimReranker, resolve_model
+from backstory.models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
+from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from gitrepo import BASE_TIME, GitRepo
+
+WORDS = (
+    "request",
+    "response",
+    "session",
+    "cookie",
+    "header",
+    "token",
+    "parse",
+    "render",
+    "template",
+    "route",
+    "handler",
+    "config",
+    "loader",
+    "signal",
+    "context",
+    "stream",
+    "buffer",
+    "encode",
+    "decode",
+    "retry",
+    "timeout",
+    "cache",
+    "expire",
+    "secret",
+    "sign",
+    "verify",
+    "json",
+    "form",
+    "upload",
+    "field",
+    "error",
+    "debug",
+    "logger",
+    "path",
+    "blueprint",
+    "static",
+    "redirect",
+    "abort",
+    "status",
+    "method",
+    "query",
+    "argument",
+    "default",
+    "value",
+)
+
+
+def rich_history(path: Path, n: int) -> None:
+    """``n`` commits, each adding one Python file whose docstring has 30 distinct words (git fast-import), so
+    that a few hundred units carry enough distinct tokens to fit a codec on."""
+    repo = GitRepo(path)
+    lines = []
+    for i in range(1, n + 1):
+        doc = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(30))
+        data = f'def func_{i}(value):\n    """{doc}"""\n    return value * {i}\n'.encode()
+        when = BASE_TIME + i * 3600
+        lines.append(b"commit refs/heads/main\n")
+        lines.append(f"mark :{i}\n".encode())
+        lines.append(f"author Dev <dev@example.com> {when} +0000\n".encode())
+        lines.append(f"committer Dev <dev@example.com> {when} +0000\n".encode())
+        msg = f"Change {i}\n".encode()
+        lines.append(f"data {len(msg)}\n".encode() + msg)
+        if i > 1:
+            lines.append(f"from :{i - 1}\n".encode())
+        lines.append(f"M 100644 inline pkg/mod_{i}.py\ndata {len(data)}\n".encode() + data + b"\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo.path, input=b"".join(lines), check=True)
+    repo.git("checkout", "-q", "-f", "main")
+
+
+pytestmark = pytest.mark.timeout(300)
+
+DIFFS = {
+    "net/retry.py": "import time\n\ndef fetch(url, tries=5):\n    delay = 0.5\n    for _ in range(tries):\n"
+    "        try:\n            return get(url)\n        except TimeoutError:\n            time.sleep(delay)\n"
+    "            delay *= 2\n    raise RuntimeError(url)\n",
+    "util/dates.py": "def iso(d):\n    return d.strftime('%Y-%m-%d')\n\n"
+    "def parse(s):\n    return datetime.fromisoformat(s)\n",
+    "export/csv.py": "import csv\n\ndef write_rows(fh, rows):\n    csv.writer(fh).writerows(rows)\n",
+}
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(resolve_model(None, cache_dir=tmp_path_factory.mktemp("models")))
+
+
+def _engine(path: Path, embedder: Embedder) -> Engine:
+    engine = Engine(path, models=ModelConfig(reranker="maxsim"))
+    engine.dense._embedder = embedder
+    return engine
+
+
+def _embed(path: Path, embedder: Embedder) -> int:
+    store = store_for(open_repo(path))
+    with store.write_lock():
+        return embed_pending(store, embedder)
+
+
+def test_codec_roundtrip_is_close_deterministic_and_serialisable(embedder: Embedder) -> None:
+    texts = [f"{p}\n{body}" for p, body in DIFFS.items()] * 3
+    states = np.concatenate(embedder.token_states(texts, content_only=True))
+    codec = StateCodec.fit(states, components=48)
+    assert codec.components == 48 and codec.dim == embedder.dim
+    again = StateCodec.fit(states, components=48)
+    assert again.digest == codec.digest  # same sample, same bytes
+    assert StateCodec.from_bytes(codec.to_bytes()).digest == codec.digest
+    blob = codec.encode(states)
+    assert len(blob) == len(states) * codec.token_bytes == len(states) * (2 + 24)  # 48 int4 codes
+    back = codec.decode(blob)
+    assert back.shape == states.shape
+    np.testing.assert_allclose(np.linalg.norm(back, axis=1), 1.0, rtol=1e-5)
+    cosines = (back * states).sum(axis=1)
+    assert cosines.min() > 0.9 and cosines.mean() > 0.97  # the fitting sample comes back closely
+    assert codec.encode(states) == blob
+    # scoring in the reduced space equals scoring the reconstruction
+    query = embedder.token_states(["retry the request with a timeout"])[0]
+    per_text = [codec.encode(x) for x in embedder.token_states(texts[:3], content_only=True)] + [b""]
+    expected = [maxsim(query, codec.decode(b)) if b else 0.0 for b in per_text]
+    np.testing.assert_allclose(codec.maxsim(query, per_text), expected, atol=1e-5)
+    assert codec.maxsim(query[:0], per_text) == [0.0] * 4
+    with pytest.raises(ValueError):
+        codec.decode(blob[:-1])
+    odd = StateCodec.fit(states, components=33)  # int4 codes come in pairs: one is padding
+    assert odd.token_bytes == 2 + 17 and odd.coords(odd.encode(states)).shape == (len(states), 33)
+    with pytest.raises(ValueError):
+        StateCodec.from_bytes(codec.to_bytes()[:-4])
+
+
+def test_content_only_states_drop_punctuation(embedder: Embedder) -> None:
+    text = "def f(x):\n    return x.y(z) == [1, 2]"
+    every = embedder.token_states([text])[0]
+    content = embedder.token_states([text], content_only=True)[0]
+    assert 0 < len(content) < len(every)
+    vectors, states = embedder.embed_with_states([text, "retry with backoff"])
+    np.testing.assert_array_equal(vectors, embedder.embed([text, "retry with backoff"]))
+    np.testing.assert_array_equal(states[0], content)  # the dense pass gives the states a fresh pass would
+
+
+def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedder: Embedder) -> None:
+    path = tmp_path / "big"
+    rich_history(path, 240)
+    index_repository(path)
+    assert _embed(path, embedder) == 240
+    store = store_for(open_repo(path))
+    db = store.db
+    assert store.read_manifest()["dense"]["states"] == STATES_RECIPE
+    codec = unit_states.load_codec(db, STATES_RECIPE)
+    assert codec is not None
+    fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1 ORDER BY fid")]
+    blobs = unit_states.get(db, fids)
+    assert sorted(blobs) == fids  # every embedded unit has its states
+    assert unit_states.size_bytes(db) == sum(len(b) for b in blobs.values())
+
+    # stored states are the codec's encoding of exactly what a fresh pass over the unit's text gives
+    fresh = embedder.token_states(unit_passages(store, fids[:5], False), content_only=True)
+    for fid, states in zip(fids[:5], fresh, strict=True):
+        assert blobs[fid] == codec.encode(states)
+
+    engine = _engine(path, embedder)
+    query = "func_17 returns the value times 17"
+    stored = engine.search(query, SearchOptions())
+    assert stored["_meta"]["rerank"] == "maxsim"
+    scores = {r["commit"]["sha"]: r["why"]["rerank"] for r in stored["results"]}
+    assert all(isinstance(s, float) for s in scores.values())
+    assert engine.search(query, SearchOptions())["results"] == stored["results"]  # deterministic
+
+    # without the stored rows the rerank runs the model over the same units: identical scores
+    with store.transaction() as tx:
+        tx.execute("DELETE FROM unit_states")
+    recomputed = _engine(path, embedder).search(query, SearchOptions())
+    assert {r["commit"]["sha"]: r["why"]["rerank"] for r in recomputed["results"]} == scores
+
+
+def test_small_history_has_no_codec_until_enough_tokens(tmp_path: Path, embedder: Embedder) -> None:
+    repo = GitRepo(tmp_path / "small")
+    for i, (p, body) in enumerate(DIFFS.items()):
+        repo.commit(f"change {i}", {p: body})
+    index_repository(repo.path)
+    assert _embed(repo.path, embedder) == 3
+    store = store_for(open_repo(repo.path))
+    assert unit_states.load_codec(store.db, STATES_RECIPE) is None  # too few tokens to fit axes on
+    assert unit_states.get(store.db, [r[0] for r in store.db.execute("SELECT fid FROM files")]) == {}
+    result = _engine(repo.path, embedder).search("retry with exponential backoff", SearchOptions())
+    top = result["results"][0]
+    assert top["why"]["rerank"] is not None and "net/retry.py" in {h["path"] for h in top["hunks"]}
+
+    # the history grows past the threshold: the codec is fitted and the early units are embedded again
+    body = 'def handler_{0}(request):\n    """{1}"""\n    return dispatch(request, {0})\n'
+    docs = [" ".join(WORDS[(i * 5 + k) % len(WORDS)] for k in range(30)) for i in range(150)]
+    files = {f"pkg/m{i}.py": body.format(i, docs[i]) for i in range(150)}
+    repo.commit("many modules", files)
+    index_repository(repo.path)
+    assert _embed(repo.path, embedder) == 153
+    db = store_for(open_repo(repo.path)).db
+    assert unit_states.load_codec(db, STATES_RECIPE) is not None
+    fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1")]
+    assert len(fids) == 153 and sorted(unit_states.get(db, fids)) == sorted(fids)
+    total = sum(len(s) for s in embedder.token_states(unit_passages(store, fids, False), content_only=True))
+    assert total >= MIN_FIT_TOKENS
+
+
+def test_index_from_before_stored_states_is_a_rebuild_verdict(tmp_path: Path, embedder: Embedder) -> None:
+    path = tmp_path / "old"
+    rich_history(path, 120)
+    index_repository(path)
+    _embed(path, embedder)
+    store = store_for(open_repo(path))
+    manifest = store.read_manifest()
+    del manifest["dense"]["states"]  # what an index built before stored states carries
+    store.write_manifest(manifest)
+    with store.write_lock(), pytest.raises(RebuildNeeded, match="rebuild"):
+        embed_pending(store, embedder)
+    # search still works: the dense lane's vectors are valid and the rerank runs the model itself
+    result = _engine(path, embedder).search("func_7 value", SearchOptions())
+    assert "dense" in result["_meta"]["lanes"] and result["_meta"]["rerank"] == "maxsim"
+    assert all(isinstance(r["why"]["rerank"], float) for r in result["results"])
+
+
+def test_purged_units_lose_their_states(tmp_path: Path, embedder: Embedder) -> None:
+    repo = GitRepo(tmp_path / "purge")
+    for i in range(120):  # enough distinct tokens for a codec (MIN_FIT_TOKENS)
+        doc = " ".join(WORDS[(i * 3 + k) % len(WORDS)] for k in range(30))
+        repo.commit(f"c{i}", {f"m{i}.py": f'def fn_{i}(arg):\n    """{doc}"""\n    return compute(arg, {i})\n'})
+    index_repository(repo.path)
+    _embed(repo.path, embedder)
+    repo.git("reset", "-q", "--hard", "HEAD~5")
+    index_repository(repo.path)
+    _embed(repo.path, embedder)
+    db = store_for(open_repo(repo.path)).db
+    embedded = {r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1")}
+    stored = {r[0] for r in db.execute("SELECT fid FROM unit_states")}
+    assert unit_states.load_codec(db, STATES_RECIPE) is not None
+    assert len(embedded) == 115 and stored == embedded
+
+
+def test_dense_phase_killed_leaves_states_for_every_claimed_unit(tmp_path: Path, embedder: Embedder) -> None:
+    path = tmp_path / "kill"
+    rich_history(path, 400)
+    index_repository(path)
+    store = store_for(open_repo(path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backstory", "index", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 200
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        with sqlite3.connect(store.db_path, timeout=5) as db:
+            done = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
+        if done >= 128:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and 128 <= done < 400
+    with sqlite3.connect(store.db_path) as db:
+        claimed = {r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1")}
+        states = {r[0] for r in db.execute("SELECT fid FROM unit_states")}
+    assert claimed == states  # written in the same transaction
+    _embed(path, embedder)
+    db = store_for(open_repo(path)).db
+    assert db.execute("SELECT COUNT(*) FROM unit_states").fetchone()[0] == 400
+
+
+def test_maxsim_score_states_matches_text_scoring(embedder: Embedder) -> None:
+    reranker = MaxSimReranker(embedder)
+    passages = list(DIFFS.values())
+    by_text = reranker.score("retry with backoff", passages)
+    states = embedder.token_states(passages, max_tokens=reranker.max_tokens)
+    assert reranker.score_states(reranker.query_states("retry with backoff"), states) == by_text
+    assert maxsim(np.zeros((0, 4), np.float32), np.ones((3, 4), np.float32)) == 0.0
