@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import sqlite3
 import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 BASE_TIME = 1_700_000_000  # 2023-11-14
@@ -143,24 +148,58 @@ def build_sample(path: Path) -> dict[str, str]:
     return shas
 
 
-def fast_history(path: Path, n: int, files: int = 20) -> None:
-    """A repository with ``n`` commits, each editing one of ``files`` Python files (git fast-import: fast)."""
+def fast_import(path: Path, commits: Iterable[tuple[str, str, bytes, str]]) -> None:
+    """A linear history on ``main`` from (author name/email key, path, file bytes, message) per commit, one commit
+    per hour from BASE_TIME (git fast-import: thousands of commits per second)."""
     repo = GitRepo(path)
     lines = []
-    contents = {f: [f"def func_{f}_0():\n    return 0\n"] for f in range(files)}
-    for i in range(1, n + 1):
-        f = i % files
-        contents[f].append(f"\n\ndef func_{f}_{i}(value):\n    return value * {i} + {f}  # change {i}\n")
-        data = "".join(contents[f]).encode()
+    for i, (who, rel, data, message) in enumerate(commits, start=1):
         when = BASE_TIME + i * 3600
         lines.append(b"commit refs/heads/main\n")
         lines.append(f"mark :{i}\n".encode())
-        lines.append(f"author Dev {i % 7} <dev{i % 7}@example.com> {when} +0000\n".encode())
-        lines.append(f"committer Dev {i % 7} <dev{i % 7}@example.com> {when} +0000\n".encode())
-        msg = f"Change {i}: update module {f}\n".encode()
+        lines.append(f"author {who} {when} +0000\n".encode())
+        lines.append(f"committer {who} {when} +0000\n".encode())
+        msg = message.encode()
         lines.append(f"data {len(msg)}\n".encode() + msg)
         if i > 1:
             lines.append(f"from :{i - 1}\n".encode())
-        lines.append(f"M 100644 inline pkg/mod_{f}.py\ndata {len(data)}\n".encode() + data + b"\n")
+        lines.append(f"M 100644 inline {rel}\ndata {len(data)}\n".encode() + data + b"\n")
     subprocess.run(["git", "fast-import", "--quiet"], cwd=repo.path, input=b"".join(lines), check=True)
     repo.git("checkout", "-q", "-f", "main")
+
+
+def fast_history(path: Path, n: int, files: int = 20) -> None:
+    """A repository with ``n`` commits, each editing one of ``files`` Python files (git fast-import: fast)."""
+    contents = {f: [f"def func_{f}_0():\n    return 0\n"] for f in range(files)}
+
+    def commits() -> Iterator[tuple[str, str, bytes, str]]:
+        for i in range(1, n + 1):
+            f = i % files
+            contents[f].append(f"\n\ndef func_{f}_{i}(value):\n    return value * {i} + {f}  # change {i}\n")
+            who = f"Dev {i % 7} <dev{i % 7}@example.com>"
+            yield who, f"pkg/mod_{f}.py", "".join(contents[f]).encode(), f"Change {i}: update module {f}\n"
+
+    fast_import(path, commits())
+
+
+def kill_dense_phase(path: Path, after_units: int) -> int:
+    """Run `backstory index` on ``path`` (history already indexed) and kill -9 it once at least ``after_units``
+    file units are marked embedded; returns how many were marked when it died (the vector file is saved after
+    every batch, BACKSTORY_DENSE_SAVE_SECONDS=0, so the kill lands between real writes)."""
+    db_path = path / ".git" / "backstory" / "catalog.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backstory", "index", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 200
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        with sqlite3.connect(db_path, timeout=5) as db:
+            done = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
+        if done >= after_units:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the dense phase finished before it could be killed"
+    return int(done)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +19,7 @@ from backstory.index.store import RebuildNeeded
 from backstory.index.text_index import Filters
 from backstory.models import Embedder, resolve_model
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
-from gitrepo import GitRepo, fast_history
+from gitrepo import GitRepo, fast_history, kill_dense_phase
 from onnx_fixtures import write_cross_encoder
 
 pytestmark = pytest.mark.timeout(300)
@@ -153,21 +150,8 @@ def test_dense_phase_survives_kill_9(tmp_path, embedder) -> None:
     fast_history(path, 400, files=400)
     index_repository(path)
     store = store_for(open_repo(path))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backstory", "index", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0"},
-    )  # fmt: skip
-    deadline = time.monotonic() + 200
-    done = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        with sqlite3.connect(store.db_path, timeout=5) as db:
-            done = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
-        if done >= 64:
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL and 64 <= done < 400
+    done = kill_dense_phase(path, 64)
+    assert 64 <= done < 400
     index = vectors.load(store.vectors_path, embedder.dim)
     assert len(index) >= done  # every vector the catalogue claims is on disk
     with store.write_lock():

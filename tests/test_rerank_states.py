@@ -3,12 +3,7 @@ them (and scores exactly as a fresh forward pass would), with the real bundled m
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +17,7 @@ from backstory.index.store import RebuildNeeded
 from backstory.models import Embedder, MaxSimReranker, resolve_model
 from backstory.models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
-from gitrepo import BASE_TIME, GitRepo
+from gitrepo import GitRepo, fast_import, kill_dense_phase
 
 WORDS = (
     "request",
@@ -75,23 +70,13 @@ WORDS = (
 def rich_history(path: Path, n: int) -> None:
     """``n`` commits, each adding one Python file whose docstring has 30 distinct words (git fast-import), so
     that a few hundred units carry enough distinct tokens to fit a codec on."""
-    repo = GitRepo(path)
-    lines = []
-    for i in range(1, n + 1):
+
+    def commit(i: int) -> tuple[str, str, bytes, str]:
         doc = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(30))
         data = f'def func_{i}(value):\n    """{doc}"""\n    return value * {i}\n'.encode()
-        when = BASE_TIME + i * 3600
-        lines.append(b"commit refs/heads/main\n")
-        lines.append(f"mark :{i}\n".encode())
-        lines.append(f"author Dev <dev@example.com> {when} +0000\n".encode())
-        lines.append(f"committer Dev <dev@example.com> {when} +0000\n".encode())
-        msg = f"Change {i}\n".encode()
-        lines.append(f"data {len(msg)}\n".encode() + msg)
-        if i > 1:
-            lines.append(f"from :{i - 1}\n".encode())
-        lines.append(f"M 100644 inline pkg/mod_{i}.py\ndata {len(data)}\n".encode() + data + b"\n")
-    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo.path, input=b"".join(lines), check=True)
-    repo.git("checkout", "-q", "-f", "main")
+        return "Dev <dev@example.com>", f"pkg/mod_{i}.py", data, f"Change {i}\n"
+
+    fast_import(path, (commit(i) for i in range(1, n + 1)))
 
 
 pytestmark = pytest.mark.timeout(300)
@@ -265,21 +250,8 @@ def test_dense_phase_killed_leaves_states_for_every_claimed_unit(tmp_path: Path,
     rich_history(path, 400)
     index_repository(path)
     store = store_for(open_repo(path))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backstory", "index", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0"},
-    )  # fmt: skip
-    deadline = time.monotonic() + 200
-    done = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        with sqlite3.connect(store.db_path, timeout=5) as db:
-            done = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
-        if done >= 128:
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL and 128 <= done < 400
+    done = kill_dense_phase(path, 128)
+    assert 128 <= done < 400
     with sqlite3.connect(store.db_path) as db:
         claimed = {r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1")}
         states = {r[0] for r in db.execute("SELECT fid FROM unit_states")}
