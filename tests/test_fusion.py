@@ -10,7 +10,7 @@ import pytest
 
 from backstory.index.analyzer import code_text, query_terms, split_identifier
 from backstory.index.text_index import glob_to_regex
-from backstory.search.dense import centroid_scores
+from backstory.search.dense import commit_centroids, score_centroids
 from backstory.search.fusion import (
     best_scores,
     collapse,
@@ -135,7 +135,8 @@ def test_fuse_takes_a_lanes_own_commit_scores() -> None:
 
 def test_centroid_scores_average_unit_file_vectors() -> None:
     vectors = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0]], dtype=np.float32)
-    scores = centroid_scores(np.array([1.0, 0.0]), {"one": [0], "two": [0, 1], "same": [1, 2], "none": []}, vectors)
+    rows_of = {"one": [0], "two": [0, 1], "same": [1, 2], "none": []}
+    scores = score_centroids(np.array([1.0, 0.0]), commit_centroids(rows_of, vectors))
     assert scores["one"] == pytest.approx(1.0)  # a one-file commit scores its file's cosine
     assert scores["two"] == pytest.approx(math.sqrt(0.5), abs=1e-6)  # centre (0.5, 0.5) after normalising rows
     assert scores["same"] == pytest.approx(0.0) and "none" not in scores
