@@ -162,6 +162,9 @@ def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedde
     blobs = unit_states.get(db, fids)
     assert sorted(blobs) == fids  # every embedded unit has its states
     assert unit_states.size_bytes(db) == sum(len(b) for b in blobs.values())
+    engine = Engine(path, models=ModelConfig(dense=False, reranker="none"))
+    assert engine.status()["states_bytes"] == unit_states.size_bytes(db) > 0  # `backstory status` shows it
+    engine.close()
 
     # stored states are the codec's encoding of exactly what a fresh pass over the unit's text gives
     fresh = embedder.token_states(unit_passages(store, fids[:5], False), content_only=True)

@@ -90,6 +90,8 @@ def print_status(status: dict[str, Any], out: TextIO) -> None:
         out.write(f"hunks / files:     {status['hunks']} / {status['files']}\n")
         out.write(f"dense coverage:    {ix.get('dense_coverage', 0.0):.1%}\n")
         out.write(f"index size:        {status['size_bytes'] / 1e6:.1f} MB\n")
+        if status.get("states_bytes"):
+            out.write(f"rerank states:     {status['states_bytes'] / 1e6:.1f} MB (inside the catalogue)\n")
         out.write(f"build options:     {status['options']}\n")
         if status.get("dense"):
             out.write(f"dense model:       {status['dense']}\n")

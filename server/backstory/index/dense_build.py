@@ -47,10 +47,6 @@ def check_stamp(store: Store, embedder: Any) -> None:
 
 def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:
     """The dense recipe's text of each unit, in ``fids`` order: what its vector and stored states encode."""
-    return _passages(store, fids, no_messages)
-
-
-def _passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:
     db = store.db
     marks = ",".join("?" * len(fids))
     files = {r["fid"]: r for r in db.execute(f"SELECT * FROM files WHERE fid IN ({marks})", fids)}
@@ -141,7 +137,7 @@ def embed_pending(
             if cancel is not None and cancel.is_set():
                 break
             fids = todo[start : start + BATCH]
-            vecs, states = embedder.embed_with_states(_passages(store, fids, no_messages))
+            vecs, states = embedder.embed_with_states(unit_passages(store, fids, no_messages))
             vectors.upsert(index, fids, vecs)
             if codec is None:
                 raw.update(zip(fids, states, strict=True))

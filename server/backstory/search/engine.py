@@ -17,6 +17,7 @@ from typing import Any
 import tantivy
 
 from ..history.repo import EmptyRepository, head_sha, open_repo, worktree_root
+from ..index import unit_states
 from ..index.build import store_for
 from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.store import SCHEMA_VERSION, StoreError
@@ -334,6 +335,7 @@ class Engine:
                 files=db.execute("SELECT COUNT(*) FROM files WHERE embedded>=0").fetchone()[0],
                 skipped_files=dict(sorted(skipped.items())),
                 size_bytes=self.store.size_bytes(),
+                states_bytes=unit_states.size_bytes(db),
             )
         return out
 
