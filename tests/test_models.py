@@ -25,6 +25,7 @@ from backstory.models import (
     load_reranker,
     resolve_model,
 )
+from backstory.models.optimize import RECIPE
 from onnx_fixtures import expected_score, write_cross_encoder, write_tokenizer
 
 QUERY = "retry HTTP request with exponential backoff"
@@ -262,7 +263,7 @@ def _opt_folder(cache: Path) -> Path:
 def test_optimized_model_is_cached_with_checksum(optimized: Embedder, shipped: Embedder, opt_cache: Path) -> None:
     assert "-pc-" in optimized.model_id and optimized.model_id != shipped.model_id
     folder = _opt_folder(opt_cache)
-    assert folder.name == f"{shipped.files.model_id}-pc2"
+    assert folder.name == f"{shipped.files.model_id}-pc{RECIPE}"
     assert optimized.model_id == f"{optimized.files.model_id}-t128"  # the window is part of the vector space
     meta = json.loads((folder / "model.json").read_text())
     assert meta["sha256"] == hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
@@ -280,7 +281,7 @@ def test_older_recipes_are_removed_from_the_cache(optimized: Embedder, opt_cache
     current = _opt_folder(opt_cache)
     cache = tmp_path / "cache"
     shutil.copytree(current, cache / "models" / "optimized" / current.name)
-    prefix = current.name.removesuffix("2")
+    prefix = current.name.removesuffix(str(RECIPE))
     for stale in ("1", "99", "1-extra"):  # an older recipe, a newer one, and a folder that is not a recipe
         (cache / "models" / "optimized" / f"{prefix}{stale}").mkdir()
         (cache / "models" / "optimized" / f"{prefix}{stale}" / "model.onnx").write_bytes(b"old")
@@ -335,6 +336,95 @@ def test_graph_rewrite_refuses_unknown_shapes() -> None:
     plain = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
     assert per_token_activations(plain) == 0 and drop_nan_guards(plain) == 0
     assert len(plain.graph.node) == 1 and onnx is not None
+
+
+def _run_graph(model, feeds):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def test_gelu_fusion_keeps_the_exporters_math() -> None:
+    """The exporter's erf GELU (0.5 multiplied before x) becomes one Gelu node with the same outputs; a
+    look-alike with another constant is left alone."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from backstory.models.graph_rewrite import fuse_gelu
+
+    def graph(root2: float) -> object:
+        consts = {"r2": root2, "one": 1.0, "half": 0.5}
+        inits = [numpy_helper.from_array(np.array(v, dtype=np.float32), k) for k, v in consts.items()]
+        nodes = [
+            helper.make_node("Div", ["x", "r2"], ["d"]),
+            helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["a"]),
+            helper.make_node("Mul", ["half", "a"], ["h"]),
+            helper.make_node("Mul", ["x", "h"], ["y"]),
+        ]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])
+        opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+        return helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=opsets, ir_version=8)
+
+    x = np.linspace(-4, 4, 10, dtype=np.float32).reshape(2, 5)
+    model = graph(2**0.5)
+    before = _run_graph(model, {"x": x})
+    assert fuse_gelu(model) == 1
+    assert [n.op_type for n in model.graph.node] == ["Gelu"]
+    np.testing.assert_allclose(_run_graph(model, {"x": x}), before, rtol=1e-5, atol=1e-6)
+    other = graph(2.0)
+    assert fuse_gelu(other) == 0 and len(other.graph.node) == 5
+
+
+def test_integer_matmul_fold_keeps_the_product() -> None:
+    """MatMulInteger -> Cast -> Mul(per-channel weight scale) folds into MatMulIntegerToFloat with the same
+    result; a Mul by a computed (non-constant) tensor is not folded."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from backstory.models.graph_rewrite import integer_matmuls_to_float
+
+    rng = np.random.default_rng(3)
+    weights = rng.integers(-127, 128, size=(6, 4), dtype=np.int8)
+    inits = [
+        numpy_helper.from_array(weights, "w"),
+        numpy_helper.from_array(np.array(128, dtype=np.uint8), "za"),
+        numpy_helper.from_array(np.zeros(4, dtype=np.int8), "zw"),
+        numpy_helper.from_array(rng.random(4, dtype=np.float32), "ws"),
+    ]
+    nodes = [
+        helper.make_node("MatMulInteger", ["a", "w", "za", "zw"], ["p"]),
+        helper.make_node("Cast", ["p"], ["c"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["c", "ws"], ["y"]),
+    ]
+    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [3, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [a], [y], inits), opset_imports=opsets, ir_version=8)
+    feeds = {"a": rng.integers(0, 256, size=(3, 6), dtype=np.uint8)}
+    before = _run_graph(model, feeds)
+    assert integer_matmuls_to_float(model) == 1
+    assert [n.op_type for n in model.graph.node] == ["MatMulIntegerToFloat"]
+    np.testing.assert_allclose(_run_graph(model, feeds), before, rtol=1e-6)
+    computed = helper.make_model(
+        helper.make_graph([*nodes[:2], helper.make_node("Mul", ["c", "c"], ["y"])], "g", [a], [y], inits),
+        opset_imports=opsets,
+        ir_version=8,
+    )
+    assert integer_matmuls_to_float(computed) == 0 and len(computed.graph.node) == 3
+
+
+def test_equal_texts_run_once_and_get_equal_outputs(optimized: Embedder) -> None:
+    texts = [RETRY_DIFF, DATE_DIFF, RETRY_DIFF, QUERY, DATE_DIFF]
+    vectors, states = optimized.embed_with_states(texts)
+    alone, alone_states = optimized.embed_with_states([RETRY_DIFF])
+    np.testing.assert_array_equal(vectors[0], alone[0])
+    np.testing.assert_array_equal(vectors[2], alone[0])
+    np.testing.assert_array_equal(states[2], alone_states[0])
+    np.testing.assert_array_equal(vectors[1], vectors[4])
+    assert not np.array_equal(vectors[0], vectors[1])
 
 
 def test_corrupt_optimized_model_is_regenerated(

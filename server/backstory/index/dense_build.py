@@ -21,7 +21,9 @@ from . import unit_states, vectors
 from .progress import Progress
 from .store import RebuildNeeded, Store
 
-BATCH = 64
+#: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
+#: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
+BATCH = 256
 SAVE_EVERY_SECONDS = float(os.environ.get("BACKSTORY_DENSE_SAVE_SECONDS", "20"))  # durability vs save cost
 
 

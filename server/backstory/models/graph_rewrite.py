@@ -17,7 +17,15 @@ row's if the two scales were multiplied first.
 softmax. A NaN there needs a fully masked attention row, which cannot happen (the mask is additive with a
 finite minimum and ``[CLS]`` is always attended), and the guard cost ~15 % of the run time.
 
-Both rewrites are pure functions of the graph, so the converted file is byte-for-byte reproducible.
+Two fusions onnxruntime does not find by itself cut the elementwise passes, which (with AMX/VNNI int8
+GEMMs) cost more than the matrix products: :func:`fuse_gelu` turns the exporter's
+``x * (0.5 * (1 + erf(x / sqrt 2)))`` into one ``Gelu`` (onnxruntime's own fusion expects another operand
+order), and :func:`integer_matmuls_to_float` folds ``MatMulInteger -> Cast -> Mul(weight scale)`` into one
+``MatMulIntegerToFloat`` with a unit activation scale (the per-token scale is still applied after it).
+Together with the session keeping ``Add + LayerNormalization`` unfused (see :mod:`._runtime`) the dense
+phase ran ~1.3× faster per CPU-second on Flask's units.
+
+All rewrites are pure functions of the graph, so the converted file is byte-for-byte reproducible.
 """
 
 from __future__ import annotations
@@ -130,6 +138,121 @@ def drop_nan_guards(model: Any) -> int:
         raise ValueError("a NaN guard feeds a graph output; not rewriting")
     _replace_nodes(model, kept)
     return len(rename)
+
+
+def fuse_gelu(model: Any) -> int:
+    """Replace ``Mul(x, Mul(0.5, Add(Erf(Div(x, sqrt 2)), 1)))`` (operands in any order) by
+    ``com.microsoft.Gelu(x)``; returns how many were fused. The exact erf GELU, so the math is unchanged."""
+    from onnx import helper
+
+    graph = model.graph
+    producer, consumers = _links(graph)
+    constant = _constants(graph)
+    fused: list[Any] = []
+    dropped: set[int] = set()
+    for erf in [node for node in graph.node if node.op_type == "Erf"]:
+        div = producer.get(erf.input[0])
+        if div is None or div.op_type != "Div" or not _is(constant, div.input[1], 2**0.5):
+            continue
+        if len(consumers.get(div.output[0], [])) != 1:
+            continue
+        x = div.input[0]
+        chain = _single_users(consumers, erf, ("Add", "Mul", "Mul"))
+        if chain is None:
+            continue
+        add, first, second = chain
+        if not _is(constant, _other(add, erf.output[0]), 1.0):
+            continue
+        operands = {_other(first, add.output[0]), _other(second, first.output[0])}
+        halves = [name for name in operands if name != x]
+        if x not in operands or len(halves) != 1 or not _is(constant, halves[0], 0.5):
+            continue
+        dropped.update(id(node) for node in (div, erf, add, first, second))
+        fused.append(helper.make_node("Gelu", [x], [second.output[0]], name=f"{erf.name}_gelu", domain="com.microsoft"))
+    if fused:
+        _replace_nodes(model, [node for node in graph.node if id(node) not in dropped] + fused)
+    return len(fused)
+
+
+def integer_matmuls_to_float(model: Any) -> int:
+    """Fold ``MatMulInteger(a, w, za, zw) -> Cast(float) -> Mul(., weight scale)`` into
+    ``com.microsoft.MatMulIntegerToFloat(a, w, 1, weight scale, za, zw)``; returns how many were folded.
+
+    The activation scale stays 1: the per-token scale is a tensor, which the fused kernel would not apply
+    per row (see the module docstring), so the following ``Mul`` by it is kept."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    _producer, consumers = _links(graph)
+    constant = _constants(graph)
+    folded: list[Any] = []
+    dropped: set[int] = set()
+    for matmul in [node for node in graph.node if node.op_type == "MatMulInteger" and len(node.input) == 4]:
+        chain = _single_users(consumers, matmul, ("Cast", "Mul"))
+        if chain is None:
+            continue
+        cast, mul = chain
+        if next((a.i for a in cast.attribute if a.name == "to"), None) != TensorProto.FLOAT:
+            continue
+        scale = _other(mul, cast.output[0])
+        if constant.get(scale) is None:
+            continue
+        a, w, a_zero, w_zero = matmul.input
+        dropped.update(id(node) for node in (matmul, cast, mul))
+        inputs = [a, w, _ONE, scale, a_zero, w_zero]
+        name = f"{matmul.name}_to_float"
+        node = helper.make_node("MatMulIntegerToFloat", inputs, [mul.output[0]], name=name, domain="com.microsoft")
+        folded.append(node)
+    if not folded:
+        return 0
+    if _ONE not in constant:
+        graph.initializer.append(numpy_helper.from_array(np.array(1.0, dtype=np.float32), _ONE))
+    _replace_nodes(model, [node for node in graph.node if id(node) not in dropped] + folded)
+    return len(folded)
+
+
+def _links(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    producer = {out: node for node in graph.node for out in node.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    return producer, consumers
+
+
+def _constants(graph: Any) -> dict[str, np.ndarray]:
+    """Initializers and ``Constant`` node outputs by name."""
+    from onnx import numpy_helper
+
+    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return values
+
+
+def _is(constant: dict[str, np.ndarray], name: str, value: float) -> bool:
+    found = constant.get(name)
+    return found is not None and found.size == 1 and abs(float(found.reshape(-1)[0]) - value) < 1e-5
+
+
+def _other(node: Any, known: str) -> str:
+    """The input of a two-input node that is not ``known`` (``known`` if both are)."""
+    rest = [name for name in node.input if name != known]
+    return rest[0] if rest else known
+
+
+def _single_users(consumers: dict[str, list[Any]], start: Any, kinds: tuple[str, ...]) -> list[Any] | None:
+    """The chain of nodes of ``kinds`` that each are the only user of the previous output, or ``None``."""
+    chain: list[Any] = []
+    node = start
+    for kind in kinds:
+        users = consumers.get(node.output[0], [])
+        if len(users) != 1 or users[0].op_type != kind:
+            return None
+        node = users[0]
+        chain.append(node)
+    return chain
 
 
 def _replace_nodes(model: Any, nodes: list[Any]) -> None:
