@@ -185,11 +185,11 @@ def fast_history(path: Path, n: int, files: int = 20) -> None:
 def kill_dense_phase(path: Path, after_units: int) -> int:
     """Run `backstory index` on ``path`` (history already indexed) and kill -9 it once at least ``after_units``
     file units are marked embedded; returns how many were marked when it died (the vector file is saved after
-    every batch, BACKSTORY_DENSE_SAVE_SECONDS=0, so the kill lands between real writes)."""
+    every batch of 64, BACKSTORY_DENSE_SAVE_SECONDS=0, so the kill lands between real writes)."""
     db_path = path / ".git" / "backstory" / "catalog.sqlite"
     proc = subprocess.Popen(
         [sys.executable, "-m", "backstory", "index", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0"},
+        env={**os.environ, "BACKSTORY_DENSE_SAVE_SECONDS": "0", "BACKSTORY_DENSE_BATCH": "64"},
     )  # fmt: skip
     deadline = time.monotonic() + 200
     done = 0
