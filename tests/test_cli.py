@@ -58,6 +58,9 @@ def test_filters(indexed) -> None:
     assert {r["commit"]["author"]["name"] for r in by_author["results"]} == {"Bob Builder"}
     by_path = query(path, "def", "--path", "src/app/dates.py")
     assert [r["commit"]["sha"] for r in by_path["results"]] == [shas["Add date formatting helpers"]]
+    assert query(path, "def", "--path", "./src/app/dates.py")["results"] == by_path["results"]
+    directory = query(path, "def", "--path", "src/app")  # a directory, as in a git pathspec
+    assert shas["Add date formatting helpers"] in [r["commit"]["sha"] for r in directory["results"]]
     by_glob = query(path, "import", "--path", "*.py", "--until", "2023-11-16")
     assert [r["commit"]["sha"] for r in by_glob["results"]] == [shas["Add date formatting helpers"]]
     since = query(path, "retry", "--since", "2023-11-19T00:00:00Z")
@@ -141,6 +144,8 @@ def test_deterministic_results(indexed) -> None:
         (("history", "nope.py:1"), "not in HEAD"),
         (("history", "src/app/net.py:999"), "past the end"),
         (("history", "src/app/net.py"), "expected PATH:LINE"),
+        (("query", "x", "--lanes", "diff,messages"), "unknown lane(s) messages; lanes are diff, message"),
+        (("query", "x", "--batch", "/nonexistent/queries.txt"), "cannot read the query file"),
     ],
 )
 def test_bad_input_is_a_clear_error(indexed, args, message) -> None:
@@ -184,6 +189,10 @@ def test_binary_only_commit_and_non_utf8(repo: GitRepo) -> None:
     result = query(repo.path, "legacy notes cafe retry")
     assert result["results"][0]["commit"]["subject"] == "Add legacy latin-1 notes"
     assert "\ufffd" in result["results"][0]["hunks"][0]["excerpt"]
+    shown = ok("show", "HEAD~1", "--path", "logo.png", "-C", str(repo.path))  # binary: changed, not shown
+    assert "logo.png: changed, not shown" in shown and "1 binary" in shown
+    proc = run("show", "HEAD", "--path", "logo.png", "-C", str(repo.path))
+    assert proc.returncode == 1 and "does not change logo.png" in proc.stderr
 
 
 def test_detached_head_and_shallow_clone(sample, tmp_path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +16,6 @@ from backstory.history.repo import open_repo
 from backstory.index import vectors
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.dense_build import embed_pending
-from backstory.index.store import RebuildNeeded
 from backstory.index.text_index import Filters
 from backstory.models import Embedder, resolve_model
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
@@ -116,18 +116,40 @@ def test_missing_model_keeps_keyword_lanes(dense_repo, tmp_path) -> None:
     assert any("reranker unavailable" in w for w in result["_meta"]["warnings"])
 
 
-def test_model_mismatch_is_a_rebuild_verdict(dense_repo, embedder) -> None:
+def test_model_change_embeds_again_and_keeps_the_keyword_index(dense_repo, embedder, caplog) -> None:
+    """Vectors stamped with another model never mix with new ones: search leaves the dense lane off and says
+    why; the next dense phase drops them and embeds every unit again, without touching the keyword index."""
     path, _ = dense_repo
     store = store_for(open_repo(path))
     manifest = store.read_manifest()
     manifest["dense"]["model_id"] = "some-other-model"
     store.write_manifest(manifest)
+    units = store.db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+    hunks = store.db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0]
     engine = _engine(path, embedder, reranker="none")
     result = engine.search("poll job", SearchOptions(rerank=False))
     assert "dense" not in result["_meta"]["lanes"]
-    assert any("--rebuild" in w for w in result["_meta"]["warnings"])
-    with store.write_lock(), pytest.raises(RebuildNeeded, match="some-other-model"):
-        embed_pending(store, embedder)
+    assert any("some-other-model" in w and "backstory index" in w for w in result["_meta"]["warnings"])
+    with store.write_lock(), caplog.at_level(logging.WARNING, logger="backstory.index"):
+        assert embed_pending(store, embedder) == units
+    assert "some-other-model" in caplog.text and "keyword index is kept" in caplog.text
+    assert store.read_manifest()["dense"]["model_id"] == embedder.model_id
+    assert store.db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0] == hunks
+    assert len(vectors.load(store.vectors_path, embedder.dim)) == units
+    result = _engine(path, embedder, reranker="none").search("poll job", SearchOptions(rerank=False))
+    assert "dense" in result["_meta"]["lanes"]
+
+
+def test_bad_dense_batch_setting_is_named(monkeypatch) -> None:
+    from backstory.index.dense_build import DEFAULT_BATCH, batch_size
+
+    assert batch_size() == DEFAULT_BATCH
+    monkeypatch.setenv("BACKSTORY_DENSE_BATCH", "32")
+    assert batch_size() == 32
+    for bad in ("abc", "0", "-1"):
+        monkeypatch.setenv("BACKSTORY_DENSE_BATCH", bad)
+        with pytest.raises(ValueError, match="BACKSTORY_DENSE_BATCH"):
+            batch_size()
 
 
 def test_cli_index_reports_missing_model(tmp_path) -> None:

@@ -179,6 +179,14 @@ def test_parse_when() -> None:
         ("src/**/*.py", "src/b.py", True),
         ("docs/", "docs/x/y.md", True),
         ("te?t.rs", "lib/test.rs", True),
+        ("./.github/workflows/*.yml", ".github/workflows/ci.yml", True),
+        ("./src/b.py", "src/b.py", True),
+        ("src", "src/a/b.py", True),  # a literal path is also a directory, as in git pathspecs
+        ("src", "lib/src/b.py", True),
+        ("src", "srcs/b.py", False),
+        ("src/a", "src/a/b.py", True),
+        ("src/a", "src/ab.py", False),
+        ("src/*.py", "src/a.py/x", False),
     ],
 )
 def test_glob_to_regex(glob: str, path: str, matches: bool) -> None:

@@ -13,7 +13,6 @@ from backstory.history.repo import open_repo
 from backstory.index import unit_states
 from backstory.index.build import index_repository, store_for
 from backstory.index.dense_build import embed_pending, unit_passages
-from backstory.index.store import RebuildNeeded
 from backstory.models import Embedder, MaxSimReranker, resolve_model
 from backstory.models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
@@ -214,7 +213,7 @@ def test_small_history_has_no_codec_until_enough_tokens(tmp_path: Path, embedder
     assert total >= MIN_FIT_TOKENS
 
 
-def test_index_from_before_stored_states_is_a_rebuild_verdict(tmp_path: Path, embedder: Embedder) -> None:
+def test_index_from_before_stored_states_is_embedded_again(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "old"
     rich_history(path, 120)
     index_repository(path)
@@ -223,12 +222,14 @@ def test_index_from_before_stored_states_is_a_rebuild_verdict(tmp_path: Path, em
     manifest = store.read_manifest()
     del manifest["dense"]["states"]  # what an index built before stored states carries
     store.write_manifest(manifest)
-    with store.write_lock(), pytest.raises(RebuildNeeded, match="rebuild"):
-        embed_pending(store, embedder)
-    # search still works: the dense lane's vectors are valid and the rerank runs the model itself
+    # search still works meanwhile: the dense lane's vectors are valid and the rerank runs the model itself
     result = _engine(path, embedder).search("func_7 value", SearchOptions())
     assert "dense" in result["_meta"]["lanes"] and result["_meta"]["rerank"] == "maxsim"
     assert all(isinstance(r["why"]["rerank"], float) for r in result["results"])
+    with store.write_lock():
+        assert embed_pending(store, embedder) == 120
+    assert store.read_manifest()["dense"]["states"] == STATES_RECIPE
+    assert store.db.execute("SELECT COUNT(*) FROM unit_states").fetchone()[0] == 120
 
 
 def test_purged_units_lose_their_states(tmp_path: Path, embedder: Embedder) -> None:

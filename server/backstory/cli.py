@@ -215,7 +215,15 @@ def _search_options(args: argparse.Namespace) -> Any:
         author=args.author,
         language=args.language,
     )
-    lanes = tuple(x.strip() for x in args.lanes.split(",")) if args.lanes else None
+    lanes = None
+    if args.lanes:
+        from .search.engine import TEXT_LANES
+
+        known = (*TEXT_LANES, "dense")
+        lanes = tuple(x.strip() for x in args.lanes.split(",") if x.strip())
+        unknown = [x for x in lanes if x not in known]
+        if unknown or not lanes:
+            raise ValueError(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; lanes are {', '.join(known)}")
     return SearchOptions(k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion)
 
 
@@ -229,7 +237,10 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
     from .views import print_results
 
     if args.batch:
-        src = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")  # noqa: SIM115
+        try:
+            src = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")  # noqa: SIM115
+        except OSError as e:
+            raise ValueError(f"cannot read the query file {args.batch}: {e.strerror or e}") from None
         with src:
             for line in src:
                 text = line.rstrip("\n")

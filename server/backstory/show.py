@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from dulwich.errors import NotCommitError
-from dulwich.objects import Commit
+from dulwich.objects import Commit, ObjectID
 from dulwich.objectspec import parse_commit
 from dulwich.repo import Repo
 
@@ -58,6 +58,20 @@ def _commit(repo: Repo, sha: str) -> Commit:
     return obj
 
 
+def _changes_path(repo: Repo, commit: Commit, path: str) -> bool:
+    """Whether ``path`` differs between ``commit`` and its first parent (for files the diff reader skips)."""
+    from dulwich.object_store import tree_lookup_path
+
+    def entry(tree: ObjectID) -> tuple[int, bytes] | None:
+        try:
+            return tree_lookup_path(repo.object_store.__getitem__, tree, path.encode())
+        except KeyError:
+            return None
+
+    parent = _commit(repo, commit.parents[0].decode()).tree if commit.parents else None
+    return entry(commit.tree) != (entry(parent) if parent is not None else None)
+
+
 def _resolve_base(repo: Repo, base: str) -> str:
     hexlike = len(base) >= 4 and all(c in "0123456789abcdef" for c in base.lower())
     if hexlike:
@@ -96,7 +110,9 @@ def show_commit(repo: Repo, ref: str, path: str | None = None) -> ShownCommit:
         cd = read_commit(repo, info, PathPolicy(max_file_bytes=10_000_000), with_symbols=False, full=True)
         files = [f for f in cd.files if path is None or path in (f.path, f.old_path)]
         if path is not None and not files:
-            raise HistoryError(f"commit {info.sha[:7]} does not change {path}")
+            if not _changes_path(repo, _commit(repo, sha), path):
+                raise HistoryError(f"commit {info.sha[:7]} does not change {path}")
+            lines.append(f"{path}: changed, not shown (binary, ignored, a submodule or too large)")
         for f in files:
             a = "/dev/null" if f.change == "add" else f"a/{f.old_path}"
             b = "/dev/null" if f.change == "delete" else f"b/{f.path}"

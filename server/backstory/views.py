@@ -81,11 +81,16 @@ def print_history(result: dict[str, Any], out: TextIO) -> None:
 def print_status(status: dict[str, Any], out: TextIO) -> None:
     ix = status.get("index", {})
     out.write(f"repository:        {status['repo']}\n")
-    out.write(f"index:             {ix.get('path')}\n")
-    out.write(f"HEAD:              {ix.get('head')}\n")
-    out.write(f"indexed commits:   {ix.get('indexed_commits')}\n")
-    out.write(f"behind HEAD:       {ix.get('commits_behind_head')}\n")
-    out.write(f"last indexed:      {ix.get('last_indexed_commit')} at {ix.get('indexed_at')}\n")
+
+    def shown(value: Any, missing: str = "none yet") -> str:
+        return missing if value is None else str(value)
+
+    out.write(f"index:             {shown(ix.get('path'), 'not built yet (run `backstory index`)')}\n")
+    out.write(f"HEAD:              {shown(ix.get('head'), 'none (no commits)')}\n")
+    out.write(f"indexed commits:   {shown(ix.get('indexed_commits'), '0')}\n")
+    out.write(f"behind HEAD:       {shown(ix.get('commits_behind_head'), 'unknown')}\n")
+    last, when = ix.get("last_indexed_commit"), ix.get("indexed_at")
+    out.write(f"last indexed:      {f'{last} at {when}' if last else 'nothing yet'}\n")
     if "hunks" in status:
         out.write(f"hunks / files:     {status['hunks']} / {status['files']}\n")
         out.write(f"dense coverage:    {ix.get('dense_coverage', 0.0):.1%}\n")

@@ -8,6 +8,7 @@ the same transaction: :mod:`.unit_states`), and can be cancelled between batches
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -19,33 +20,64 @@ from ..models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec
 from ..search.passages import RECIPE, file_passage
 from . import unit_states, vectors
 from .progress import Progress
-from .store import RebuildNeeded, Store
+from .store import Store
 
 #: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
-#: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores. Tests that kill the
-#: phase between batches set smaller ones.
-BATCH = int(os.environ.get("BACKSTORY_DENSE_BATCH", "256"))
+#: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
+DEFAULT_BATCH = 256
 SAVE_EVERY_SECONDS = float(os.environ.get("BACKSTORY_DENSE_SAVE_SECONDS", "20"))  # durability vs save cost
+
+log = logging.getLogger("backstory.index")
+
+
+def batch_size() -> int:
+    """``BACKSTORY_DENSE_BATCH`` (tests kill the phase between small batches), else :data:`DEFAULT_BATCH`."""
+    raw = os.environ.get("BACKSTORY_DENSE_BATCH", "").strip()
+    if not raw:
+        return DEFAULT_BATCH
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"BACKSTORY_DENSE_BATCH must be a whole number of file units ≥ 1, got {raw!r}")
+    return int(raw)
 
 
 def dense_stamp(embedder: Any) -> dict[str, Any]:
-    """What the vectors (and the stored token states) were made with; any difference is a rebuild verdict."""
+    """What the vectors (and the stored token states) were made with; any difference re-embeds (:func:`restamp`)."""
     return {"model_id": embedder.model_id, "dim": int(embedder.dim), "recipe": RECIPE, "states": STATES_RECIPE}
 
 
-def check_stamp(store: Store, embedder: Any) -> None:
-    """Vectors from another model or recipe must never be mixed with new ones."""
+def restamp(store: Store, embedder: Any) -> str | None:
+    """Make the index's vectors belong to ``embedder``; returns a notice when existing ones had to go.
+
+    Vectors (and stored token states) made with another model, window or recipe must never be mixed with new
+    ones. They are dropped and every file unit is embedded again; the keyword index is kept, since it does not
+    depend on the model (upgrading backstory's optimized-model recipe only re-embeds). Crash-safe in this
+    order: units marked unembedded and states dropped in one transaction, then the vector file removed, then
+    the new stamp written — an interruption anywhere leaves the old stamp, so the next run starts over.
+    """
     manifest = store.read_manifest()
     stamp = manifest.get("dense")
     want = dense_stamp(embedder)
-    if stamp is None:
-        manifest["dense"] = want
-        store.write_manifest(manifest)
-    elif stamp != want:
-        raise RebuildNeeded(
-            f"the vectors were built with {stamp.get('model_id')} ({stamp.get('recipe')}), the current model is "
-            f"{want['model_id']} ({want['recipe']}); run `backstory index --rebuild`"
+    if stamp == want:
+        return None
+    notice = None
+    if stamp is not None:
+        notice = (
+            f"the vectors were built with {stamp.get('model_id')} ({stamp.get('recipe')}; states "
+            f"{stamp.get('states')}), the current model is {want['model_id']} ({want['recipe']}; states "
+            f"{want['states']}): embedding every file unit again (the keyword index is kept)"
         )
+        log.warning("%s", notice)
+        unit_states.ensure_tables(store.db)
+        with store.transaction() as tx:
+            tombstones = [(r[0],) for r in tx.execute("SELECT fid FROM files WHERE embedded=-1")]
+            tx.executemany("DELETE FROM files WHERE fid=?", tombstones)
+            tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
+            tx.execute("DELETE FROM unit_states")
+            tx.execute("DELETE FROM state_codec")
+        store.vectors_path.unlink(missing_ok=True)
+    manifest["dense"] = want
+    store.write_manifest(manifest)
+    return notice
 
 
 def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:
@@ -85,7 +117,8 @@ def embed_pending(
     of the first run that sees that many; until then units are embedded without states, and a later run
     re-embeds them (a small history: a few dozen units) so that every unit ends up with states.
     """
-    check_stamp(store, embedder)
+    batch = batch_size()
+    restamp(store, embedder)
     no_messages = bool(store.read_manifest().get("options", {}).get("no_messages"))
     index = vectors.load(store.vectors_path, int(embedder.dim))
     db = store.db
@@ -136,10 +169,10 @@ def embed_pending(
         last_save = time.monotonic()
 
     try:
-        for start in range(0, total, BATCH):
+        for start in range(0, total, batch):
             if cancel is not None and cancel.is_set():
                 break
-            fids = todo[start : start + BATCH]
+            fids = todo[start : start + batch]
             vecs, states = embedder.embed_with_states(unit_passages(store, fids, no_messages))
             vectors.upsert(index, fids, vecs)
             if codec is None:

@@ -126,10 +126,15 @@ class Filters:
 def glob_to_regex(glob: str) -> str:
     """Translate a path glob (``*``, ``**``, ``?``) to a Tantivy (Rust regex) pattern over the whole path.
 
-    A glob without ``/`` matches the file name in any directory, like gitignore patterns do.
+    A glob without ``/`` matches the file name in any directory, like gitignore patterns do; a literal path
+    (no wildcard) also matches everything under it, as a git pathspec does (``--path src``); ``./`` is the
+    repository root.
     """
-    g = glob.strip().lstrip("./") if glob.startswith("./") else glob.strip()
-    if "/" not in g:
+    g = glob.strip()
+    while g.startswith("./"):
+        g = g[2:]
+    literal = not any(ch in g for ch in "*?")
+    if "/" not in g.rstrip("/"):
         g = "**/" + g
     out: list[str] = []
     i = 0
@@ -153,6 +158,8 @@ def glob_to_regex(glob: str) -> str:
     pattern = "".join(out)
     if g.endswith("/"):
         pattern += ".*"
+    elif literal:
+        pattern += "(/.*)?"
     return pattern
 
 

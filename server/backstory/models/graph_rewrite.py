@@ -168,7 +168,9 @@ def fuse_gelu(model: Any) -> int:
         if x not in operands or len(halves) != 1 or not _is(constant, halves[0], 0.5):
             continue
         dropped.update(id(node) for node in (div, erf, add, first, second))
-        fused.append(helper.make_node("Gelu", [x], [second.output[0]], name=f"{erf.name}_gelu", domain="com.microsoft"))
+        fused.append(
+            helper.make_node("Gelu", [x], [second.output[0]], name=f"{second.output[0]}_gelu", domain="com.microsoft")
+        )
     if fused:
         _replace_nodes(model, [node for node in graph.node if id(node) not in dropped] + fused)
     return len(fused)
@@ -200,7 +202,7 @@ def integer_matmuls_to_float(model: Any) -> int:
         a, w, a_zero, w_zero = matmul.input
         dropped.update(id(node) for node in (matmul, cast, mul))
         inputs = [a, w, _ONE, scale, a_zero, w_zero]
-        name = f"{matmul.name}_to_float"
+        name = f"{mul.output[0]}_to_float"
         node = helper.make_node("MatMulIntegerToFloat", inputs, [mul.output[0]], name=name, domain="com.microsoft")
         folded.append(node)
     if not folded:

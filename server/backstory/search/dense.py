@@ -134,7 +134,7 @@ class DenseLane:
                 None,
                 (
                     f"dense lane off: vectors were built with {stamp.get('model_id')} / {stamp.get('recipe')}, "
-                    f"the current model is {emb.model_id} / {RECIPE}; run `backstory index --rebuild`"
+                    f"the current model is {emb.model_id} / {RECIPE}; `backstory index` embeds them again"
                 ),
             )
         try:
