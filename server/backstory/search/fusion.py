@@ -200,8 +200,8 @@ def fuse(
     unless ``commit_scores`` gives that lane's per-commit scores outright (only commits with a ranked hunk in
     the lane count). With score fusion and ``margin_ref`` > 0 the dense lane's weight follows the keyword
     lanes' margin (:func:`margin_weights`). Each lane's commit ranking (for RRF and the "why") follows those
-    scores. Ties are broken by commit sha, and hunks by ``tie_key`` (path, position), so the output is deterministic. Hunks whose
-    commit is unknown to ``sha_of`` (stale or unreachable) are dropped before ranking.
+    scores. Ties are broken by commit sha, and hunks by ``tie_key`` (path, position), so the output is
+    deterministic. Hunks whose commit is unknown to ``sha_of`` (stale or unreachable) are dropped before ranking.
     """
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; expected one of {', '.join(FUSION_METHODS)}")
