@@ -16,7 +16,9 @@ from backstory.search.fusion import (
     collapse,
     commit_lane_scores,
     fuse,
+    keyword_margin,
     lane_ranks,
+    margin_weights,
     ranked,
     rrf,
     score_fusion,
@@ -85,6 +87,39 @@ def test_score_fusion_keeps_a_confident_keyword_hit_that_rrf_would_flatten() -> 
     assert by_score[0].lanes == {"diff": 1, "dense": 3}
     with pytest.raises(ValueError):
         fuse(rankings, sha_of, tie_key=lambda u: (u,), method="borda")
+
+
+def test_keyword_margin_is_the_relative_lead_of_the_best_keyword_commit() -> None:
+    assert keyword_margin({"diff": {"a": 10.0, "b": 6.0}, "dense": {"b": 0.9}}) == pytest.approx(0.4)
+    # keyword lanes are summed as score fusion sums them (each / its max); the dense lane is left out
+    both = {"diff": {"a": 10.0, "b": 5.0}, "message": {"b": 2.0, "a": 1.0}}
+    assert keyword_margin(both) == pytest.approx((1.5 - 1.5) / 1.5)
+    assert keyword_margin(both, {"diff": 1.0, "message": 0.0}) == pytest.approx(0.5)
+    assert keyword_margin({"diff": {"a": 3.0}}) == 1.0
+    assert keyword_margin({"diff": {}, "dense": {"a": 0.5}}) == 0.0
+
+
+def test_margin_weights_scale_the_dense_lane_by_keyword_indecision() -> None:
+    w = {"diff": 1.0, "dense": 0.4}
+    tie = {"diff": {"a": 5.0, "b": 5.0}, "dense": {"a": 0.3, "b": 0.6}}
+    assert margin_weights(tie, w, 0.4) == {"diff": 1.0, "dense": pytest.approx(0.8)}  # margin 0: twice
+    assert margin_weights({"diff": {"a": 10.0, "b": 6.0}, "dense": {"a": 0.1}}, w, 0.4)["dense"] == pytest.approx(0.4)
+    assert margin_weights({"diff": {"a": 10.0, "b": 1.0}, "dense": {"a": 0.1}}, w, 0.4)["dense"] == 0.0
+    assert margin_weights(tie, w, 0.0) == w  # off
+    assert margin_weights({"dense": {"a": 0.5}}, w, 0.4) == w  # no keyword lane: nothing to adapt to
+    sha_of = {1: "a", 2: "b", 11: "a", 12: "b"}
+    rankings = {"diff": [1, 2], "dense": [12, 11]}
+    lane_scores = {"diff": {1: 5.0, 2: 4.9}, "dense": {12: 0.5, 11: 0.45}}
+    kw = {
+        "tie_key": lambda u: (u,),
+        "lane_scores": lane_scores,
+        "method": "score",
+        "weights": {"diff": 1.0, "dense": 0.3},
+    }
+    fixed = fuse(rankings, sha_of, **kw)  # type: ignore[arg-type]
+    adaptive = fuse(rankings, sha_of, margin_ref=0.4, **kw)  # type: ignore[arg-type]
+    assert [c.sha for c in fixed] == ["a", "b"]  # 1 + 0.3 x 0.45 > 0.98 + 0.3 x 0.5
+    assert [c.sha for c in adaptive] == ["b", "a"]  # a near-tie in BM25: the dense lane decides
 
 
 def test_size_factor_is_one_plus_alpha_log_hunks() -> None:

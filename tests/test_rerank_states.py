@@ -14,7 +14,8 @@ from backstory.index import unit_states
 from backstory.index.build import index_repository, store_for
 from backstory.index.dense_build import embed_pending, unit_passages
 from backstory.models import Embedder, MaxSimReranker, resolve_model
-from backstory.models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
+from backstory.models.states import COMPONENTS, MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
+from backstory.rerank_variants import VARIANTS, VariantReranker
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
 from gitrepo import GitRepo, fast_import, kill_dense_phase
 
@@ -156,7 +157,8 @@ def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedde
     db = store.db
     assert store.read_manifest()["dense"]["states"] == STATES_RECIPE
     codec = unit_states.load_codec(db, STATES_RECIPE)
-    assert codec is not None
+    assert codec is not None and codec.components == COMPONENTS
+    assert f"pca{COMPONENTS}" in STATES_RECIPE  # a different number of axes is a different recipe: a rebuild
     fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1 ORDER BY fid")]
     blobs = unit_states.get(db, fids)
     assert sorted(blobs) == fids  # every embedded unit has its states
@@ -183,6 +185,18 @@ def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedde
         tx.execute("DELETE FROM unit_states")
     recomputed = _engine(path, embedder).search(query, SearchOptions())
     assert {r["commit"]["sha"]: r["why"]["rerank"] for r in recomputed["results"]} == scores
+
+    # the evaluation's float32 variant scores each candidate against its best hunk's unit, uncompressed
+    engine = _engine(path, embedder)
+    variant = VariantReranker(engine, VARIANTS["unit-distinct"])
+    engine.dense.rerank = variant  # type: ignore[method-assign]
+    got = engine.search(query, SearchOptions())
+    q = embedder.token_states([query], max_tokens=128)[0]
+    for r in got["results"]:
+        sha, path = r["commit"]["sha"], r["hunks"][0]["path"]
+        fid = db.execute("SELECT fid FROM files WHERE sha=? AND path=?", (sha, path)).fetchone()[0]
+        unit = embedder.token_states(unit_passages(store, [fid], False), content_only=True)[0]
+        assert r["why"]["rerank"] == pytest.approx(maxsim(q, unit), abs=1e-6)
 
 
 def test_small_history_has_no_codec_until_enough_tokens(tmp_path: Path, embedder: Embedder) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from .bench import emit
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
+from .rerank_variants import VARIANTS, VariantReranker
 from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
 
 DEFAULTS = SearchOptions()
@@ -39,7 +40,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fused+rerank-blend1": {"rerank": True, "rerank_blend": 1.0},  # the previous blend on the new first stage
     "fused+rerank-only": {"rerank": True, "rerank_blend": 0.0},  # the rerank score replaces the fused one
     "fused+rerank-blend3": {"rerank": True, "rerank_blend": 3.0},
+    "fused-fixed": {"rerank": False, "margin_ref": 0.0},  # the dense weight fixed (before the keyword margin)
+    "fused+rerank-fixed": {"rerank": True, "margin_ref": 0.0},
 }
+# evaluation-only rerank variants (states recomputed with the model, one factor swapped): rerank_variants.py
+CONFIGS.update({f"rr:{name}": {"rerank": True, "rerank_variant": name} for name in VARIANTS})
 
 
 def metrics(ranks: list[int | None]) -> dict[str, float]:
@@ -110,6 +115,7 @@ def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
         weights=dict(cfg.get("weights", DEFAULT_WEIGHTS)), rerank_blend=cfg.get("rerank_blend", DEFAULTS.rerank_blend),
         fusion=cfg.get("fusion", DEFAULTS.fusion), size_prior=cfg.get("size_prior", DEFAULTS.size_prior),
         dense_commits=cfg.get("dense_commits", DEFAULTS.dense_commits),
+        margin_ref=cfg.get("margin_ref", DEFAULTS.margin_ref),
     )  # fmt: skip
 
 
@@ -189,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--index-dir", help="reuse/keep the evaluation index here (built with --no-messages)")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(c for c in CONFIGS if not c.startswith("rr:")))  # rr:* are slow
     ap.add_argument("--rerank-top", type=int, default=20)
     ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
     ap.add_argument("--history", type=int, default=0, help="also compare N symbol histories with git log -L")
@@ -214,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             embed_pending(engine.store, emb)
     build_s = time.perf_counter() - t
     _share_rerank_scores(engine)
+    shipped_rerank = engine.dense.rerank
     files = engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
     queries = sample(repo_path, engine, args.queries, args.seed)
     report: dict[str, Any] = {
@@ -221,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     for name in [c for c in args.configs.split(",") if c]:
         opts = options_for(CONFIGS[name], args.rerank_top)
+        variant = CONFIGS[name].get("rerank_variant")
+        engine.dense.rerank = VariantReranker(engine, VARIANTS[variant]) if variant else shipped_rerank  # type: ignore[method-assign]
         ranks: list[int | None] = []
         misses: list[dict[str, Any]] = []
         t = time.perf_counter()

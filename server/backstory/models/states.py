@@ -9,11 +9,13 @@ so they are stored compressed:
   ``.``, ``=``, ``##_``…) and repeats of a token already kept are dropped (Flask: 86 tokens per unit window ->
   58 content -> 34 distinct) — a query token's best match is almost never a bracket, a repeated identifier
   only adds a near-duplicate row, and measured rankings did not change (docs/benchmarks.md);
-* projected on the top ``COMPONENTS`` (96) principal axes of the index's own token states (a
+* projected on the top ``COMPONENTS`` (192) principal axes of the index's own token states (a
   :class:`StateCodec` fitted once per index on the first units embedded and stored with it), each token's
-  coordinates quantized to int4 with one float16 scale: 50 bytes per token instead of 1,536 (~1.7 KB per
-  Flask unit). 64 int8 axes lost ranking quality on Flask (MRR@10 −0.009); 96 axes at int4, int8, or 32 int8
-  + 64 int4 ranked alike (docs/benchmarks.md).
+  coordinates quantized to int4 with one float16 scale: 98 bytes per token instead of 1,536 (~3 KB per
+  Flask unit). The projection is what costs ranking quality, not the int4 codes: with states recomputed by
+  the model, Flask fused + rerank MRR@10 was 0.326 with float32 states, 0.312 projected on 96 axes (float32),
+  0.313 on 96 axes int4 (the first shipped codec, 50 bytes per token), 0.315 on 128, 0.326 on 192 and 0.324
+  on 256 axes int4 (docs/benchmarks.md, "Where the stored-state rerank lost quality").
 
 Decoding reconstructs ``mean + codes x scale @ basis.T`` and re-normalises it, so MaxSim scores stay cosines
 on the same scale as before (the rerank is blended with the fused score, whose weight was tuned on them).
@@ -31,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Principal axes kept per token, and how many of the leading ones are stored as int8 (the rest as int4).
-#: 96 axes all int4 ranked as well as int8 or 32 int8 + 64 int4, and 64 int8 axes lost on Flask; see
-#: docs/benchmarks.md ("Rerank from stored token states"). ``WIDE`` stays a knob for other models.
-COMPONENTS = 96
+#: 192 axes at int4 ranked like float32 states; 96 and 128 axes lost ~0.012 MRR@10 on Flask, and the int4
+#: codes themselves cost nothing measurable (96 axes: float32 0.312, int4 0.313; docs/benchmarks.md).
+#: ``WIDE`` stays a knob for other models.
+COMPONENTS = 192
 WIDE = 0
 #: Token vectors needed before a codec is fitted: below this the axes would follow a few passages' words.
 MIN_FIT_TOKENS = 4096

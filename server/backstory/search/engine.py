@@ -24,7 +24,7 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
-from .fusion import FUSION_METHODS, RRF_K, SIZE_PRIOR, FusedCommit, fuse
+from .fusion import FUSION_METHODS, MARGIN_REF, RRF_K, SIZE_PRIOR, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
@@ -60,6 +60,8 @@ class SearchOptions:
     rrf_k: int = RRF_K
     size_prior: float = SIZE_PRIOR  # keyword lanes: commit score / (1 + alpha x ln hunks); 0 = off
     dense_commits: str = DENSE_COMMIT_SCORES[0]  # dense lane's commit score: "centroid" or "best-file"
+    # score fusion: dense weight x clip(1 + (ref - keyword margin) / ref, 0, 2); 0 = a fixed dense weight
+    margin_ref: float = MARGIN_REF
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:
@@ -268,6 +270,7 @@ class Engine:
             commit_sizes=sizes,
             size_prior=opts.size_prior,
             commit_scores=commit_scores,
+            margin_ref=opts.margin_ref,
         )
         return fused, list(rankings)
 

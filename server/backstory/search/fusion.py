@@ -36,6 +36,9 @@ RAW_SCORE_LANES = frozenset({"dense"})  # lanes whose scores are comparable acro
 # lanes whose hunks hold different text (many hunks = many draws); every hunk of a commit has the same message
 SIZED_LANES = frozenset({"diff", "path", "symbol"})
 SIZE_PRIOR = 0.2  # alpha of the commit-size prior; 0 turns it off (tuned: 0.1-0.3, best 0.2 on both repos)
+#: Keyword margin at which the dense lane keeps its nominal weight (see :func:`margin_weights`); 0 turns the
+#: adaptation off. Tuned on the message-blind evaluation (0.3-0.6 alike on Flask; docs/benchmarks.md).
+MARGIN_REF = 0.4
 
 
 def rrf(
@@ -78,6 +81,41 @@ def score_fusion(
             top = max(sc.values()) or 1.0
             for item in items:
                 out[item] = out.get(item, 0.0) + w * sc.get(item, 0.0) / top
+    return out
+
+
+def keyword_margin(scores: Mapping[str, Mapping[K, float]], weights: Mapping[str, float] | None = None) -> float:
+    """How far the keyword lanes' best commit is ahead of the second: ``(s1 - s2) / s1`` of the weighted sum
+    of the keyword lanes' max-normalised scores (as :func:`score_fusion` adds them); 1.0 with a single
+    candidate, 0.0 when the keyword lanes found nothing."""
+    fused = score_fusion({lane: sc for lane, sc in scores.items() if lane not in RAW_SCORE_LANES}, weights)
+    top = sorted(fused.values(), reverse=True)[:2]
+    if not top or top[0] <= 0:
+        return 0.0
+    return 1.0 if len(top) == 1 else max(0.0, (top[0] - top[1]) / top[0])
+
+
+def margin_weights(
+    scores: Mapping[str, Mapping[K, float]], weights: Mapping[str, float] | None, ref: float = MARGIN_REF
+) -> dict[str, float]:
+    """Lane weights with the dense lane's scaled by how undecided the keyword lanes are for this query.
+
+    The factor is ``1 + (ref - margin) / ref`` clipped to [0, 2] (``margin``: :func:`keyword_margin`): a
+    keyword ranking whose best commit is far ahead (margin >= 2 x ref) is not second-guessed by the dense lane
+    (weight 0), a near-tie (margin 0) lets the dense lane count twice its weight, and ``margin = ref`` keeps
+    the nominal weight. Why: one fixed
+    dense weight is a bet on how good the keyword lane is in general, but its confidence varies by query;
+    when BM25 cannot separate its top commits, those are the queries where its order is noise and the dense
+    lane's (weaker on average) order is the better tie-break. Measured on the message-blind evaluation:
+    Flask fused + rerank +0.017 MRR@10, itsdangerous -0.002 (docs/benchmarks.md).
+    """
+    out = {lane: 1.0 for lane in scores} if weights is None else dict(weights)
+    dense = [lane for lane in scores if lane in RAW_SCORE_LANES and scores[lane] and out.get(lane, 1.0)]
+    if ref <= 0 or not dense or len([lane for lane in scores if lane not in RAW_SCORE_LANES and scores[lane]]) == 0:
+        return out
+    factor = min(2.0, max(0.0, 1.0 + (ref - keyword_margin(scores, weights)) / ref))
+    for lane in dense:
+        out[lane] = out.get(lane, 1.0) * factor
     return out
 
 
@@ -151,6 +189,7 @@ def fuse(
     commit_sizes: Mapping[str, int] | None = None,
     size_prior: float = 0.0,
     commit_scores: Mapping[str, Mapping[str, float]] | None = None,
+    margin_ref: float = 0.0,
 ) -> list[FusedCommit]:
     """Fuse per-lane hunk rankings into a commit ranking, each commit with its best hunks.
 
@@ -159,9 +198,10 @@ def fuse(
     the commit-size prior in :data:`SIZED_LANES` (``commit_sizes``: sha -> hunks, ``size_prior``: alpha; see
     :func:`size_factor`),
     unless ``commit_scores`` gives that lane's per-commit scores outright (only commits with a ranked hunk in
-    the lane count). Each lane's commit ranking (for RRF and the "why") follows those scores. Ties are broken
-    by commit sha, and hunks by ``tie_key`` (path, position), so the output is deterministic. Hunks whose
-    commit is unknown to ``sha_of`` (stale or unreachable) are dropped before ranking.
+    the lane count). With score fusion and ``margin_ref`` > 0 the dense lane's weight follows the keyword
+    lanes' margin (:func:`margin_weights`). Each lane's commit ranking (for RRF and the "why") follows those
+    scores. Ties are broken by commit sha, and hunks by ``tie_key`` (path, position), so the output is
+    deterministic. Hunks whose commit is unknown to ``sha_of`` (stale or unreachable) are dropped before ranking.
     """
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; expected one of {', '.join(FUSION_METHODS)}")
@@ -184,7 +224,11 @@ def fuse(
         per_commit[lane] = sc
         commit_rankings[lane] = ranked(sc)
     by_score = method == "score"
-    commit_score = score_fusion(per_commit, weights) if by_score else rrf(commit_rankings, k, weights)
+    if by_score:
+        lane_weights = margin_weights(per_commit, weights, margin_ref) if margin_ref > 0 else weights
+        commit_score = score_fusion(per_commit, lane_weights)
+    else:
+        commit_score = rrf(commit_rankings, k, weights)
     commit_lanes = lane_ranks(commit_rankings)
     hunk_scores = rrf(rankings, k, weights)
     hunk_lanes = lane_ranks(rankings)
