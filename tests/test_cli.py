@@ -146,6 +146,8 @@ def test_deterministic_results(indexed) -> None:
         (("history", "src/app/net.py"), "expected PATH:LINE"),
         (("query", "x", "--lanes", "diff,messages"), "unknown lane(s) messages; lanes are diff, message"),
         (("query", "x", "--batch", "/nonexistent/queries.txt"), "cannot read the query file"),
+        (("query", "x", "--language", "klingon"), "unknown language 'klingon'; known: batch, c, "),
+        (("query", "x", "--since", "2024-02-01", "--until", "2024-01-01"), "is after --until"),
     ],
 )
 def test_bad_input_is_a_clear_error(indexed, args, message) -> None:

@@ -208,13 +208,17 @@ def _search_options(args: argparse.Namespace) -> Any:
 
     if args.k < 1:
         raise ValueError("-k must be at least 1")
-    filters = Filters(
-        since=parse_when(args.since) if args.since else None,
-        until=parse_when(args.until, end_of_day=True) if args.until else None,
-        path_glob=args.path,
-        author=args.author,
-        language=args.language,
-    )
+    since = parse_when(args.since) if args.since else None
+    until = parse_when(args.until, end_of_day=True) if args.until else None
+    if since is not None and until is not None and since > until:
+        raise ValueError(f"--since {args.since} is after --until {args.until}: no commit can match")
+    language = args.language.strip().lower() if args.language else None
+    if language is not None:
+        from .symbols.languages import known_languages
+
+        if language not in known_languages():
+            raise ValueError(f"unknown language {args.language!r}; known: {', '.join(sorted(known_languages()))}")
+    filters = Filters(since=since, until=until, path_glob=args.path, author=args.author, language=language)
     lanes = None
     if args.lanes:
         from .search.engine import TEXT_LANES

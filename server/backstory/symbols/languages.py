@@ -237,6 +237,11 @@ _FILENAMES: dict[str, str] = {
 }
 
 
+def known_languages() -> frozenset[str]:
+    """Every language id :func:`language_for_path` can return (what a ``--language`` filter can match)."""
+    return frozenset({*_EXTENSIONS.values(), *_FILENAMES.values(), "dockerfile", "makefile"})
+
+
 def language_for_path(path: str) -> str | None:
     """Language id for a file path (either ``/`` or ``\\`` separated), or ``None`` if unknown.
 
