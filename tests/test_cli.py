@@ -108,7 +108,11 @@ def test_show_takes_revisions_like_git(indexed) -> None:
     repo = GitRepo.__new__(GitRepo)
     repo.path, repo.n = path, 30
     repo.git("tag", "-a", "v1.0", "-m", "release", "HEAD~2")  # annotated: peeled to its commit
-    for rev in ("HEAD", "main", "HEAD~1", "HEAD^", "HEAD~2", "v1.0", "v1.0^0", "main~1^1"):
+    tag_object = repo.git("rev-parse", "v1.0").strip()  # the tag object itself, as `git show <sha>` takes it
+    repo.git("branch", "cafe", "HEAD~1")  # a hex-looking branch name: the ref wins, as in git
+    revs = ("HEAD", "main", "HEAD~1", "HEAD^", "HEAD~2", "v1.0", "v1.0^0", "main~1^1", tag_object, tag_object[:8])
+    revs += ("cafe",)
+    for rev in revs:
         expected = repo.git("rev-parse", f"{rev}^{{commit}}").strip()
         assert ok("show", rev, "-C", str(path)).startswith(f"commit {expected}\n"), rev
     proc = run("show", "HEAD~999", "-C", str(path))
@@ -191,6 +195,13 @@ def test_binary_only_commit_and_non_utf8(repo: GitRepo) -> None:
     result = query(repo.path, "legacy notes cafe retry")
     assert result["results"][0]["commit"]["subject"] == "Add legacy latin-1 notes"
     assert "\ufffd" in result["results"][0]["hunks"][0]["excerpt"]
+    # a message written in a legacy encoding (git records it in the commit's `encoding` header)
+    (repo.path / "legacy.txt").write_bytes(b"more notes\n")
+    (repo.path.parent / "msg.txt").write_bytes(b"Note the caf\xe9 in K\xf6ln\n")
+    repo.git("add", "legacy.txt")
+    repo.git("-c", "i18n.commitEncoding=ISO-8859-1", "commit", "-q", "-F", str(repo.path.parent / "msg.txt"))
+    assert "Note the café in Köln" in ok("show", "HEAD", "-C", str(repo.path))
+    repo.git("reset", "-q", "--hard", "HEAD~1")
     shown = ok("show", "HEAD~1", "--path", "logo.png", "-C", str(repo.path))  # binary: changed, not shown
     assert "logo.png: changed, not shown" in shown and "1 binary" in shown
     proc = run("show", "HEAD", "--path", "logo.png", "-C", str(repo.path))

@@ -167,13 +167,19 @@ def test_several_languages_match_git_log_l(repo: GitRepo) -> None:
 
 
 def test_bad_positions(repo: GitRepo) -> None:
-    repo.commit("v1", {"pkg/io.py": PY_V1, "README.md": "# hi\n", "min.js": "var a=" + "1+" * 6000 + "1;\n"})
+    big = "def target():\n    return 1\n" + "# filler line to pass the parse limit\n" * 14_000
+    files = {"pkg/io.py": PY_V1, "README.md": "# hi\n", "min.js": "var a=" + "1+" * 6000 + "1;\n", "big.py": big}
+    repo.commit("v1", files)
     index_repository(repo.path)
     engine = Engine(repo.path, models=NO_MODELS)
     outside = symbol_history(engine, "pkg/io.py:1")
-    assert outside["symbol"] is None and "no enclosing symbol" in outside["message"]
-    assert symbol_history(engine, "README.md:1")["symbol"] is None
-    assert symbol_history(engine, "min.js:1")["symbol"] is None  # minified: not parsed, still an answer
+    assert outside["symbol"] is None and outside["message"] == "no enclosing symbol at pkg/io.py:1"
+    readme = symbol_history(engine, "README.md:1")
+    assert readme["symbol"] is None and "markdown has no symbol parser" in readme["message"]
+    minified = symbol_history(engine, "min.js:1")  # not parsed, still an answer, and it says why
+    assert minified["symbol"] is None and "minified code is not parsed" in minified["message"]
+    large = symbol_history(engine, "big.py:1")
+    assert large["symbol"] is None and "symbols are parsed up to 512,000" in large["message"]
     with pytest.raises(HistoryError, match="not in HEAD"):
         symbol_history(engine, "pkg/nope.py:1")
     with pytest.raises(HistoryError, match="past the end"):

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from dulwich.errors import NotCommitError
-from dulwich.objects import Commit, ObjectID
+from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.objectspec import parse_commit
 from dulwich.repo import Repo
 
@@ -73,24 +73,43 @@ def _changes_path(repo: Repo, commit: Commit, path: str) -> bool:
 
 
 def _resolve_base(repo: Repo, base: str) -> str:
+    """A name (HEAD, branch, tag) or a hex sha prefix; a ref wins over a sha prefix that looks the same, as in
+    git, and tag objects are peeled to their commit."""
     hexlike = len(base) >= 4 and all(c in "0123456789abcdef" for c in base.lower())
-    if hexlike:
-        ref = base.lower()
-        if len(ref) == 40 and ref.encode() in repo.object_store:  # type: ignore[operator]
-            return ref
-        matches = {s.decode() for s in repo.object_store if s.decode().startswith(ref)}
-        commits = sorted(m for m in matches if isinstance(repo[m.encode()], Commit))
-        if len(commits) > 1:
-            raise HistoryError(f"ambiguous commit id {ref}: matches {', '.join(commits[:5])}")
-        if commits:
-            return commits[0]
-    try:
-        return parse_commit(repo, base.encode()).id.decode("ascii")  # branches, tags (peeled), HEAD
-    except (KeyError, ValueError, NotCommitError):
-        pass
-    if hexlike:
-        raise HistoryError(f"no commit starting with {base.lower()} in this repository")
-    raise HistoryError(f"not a commit id, branch or tag: {base!r}")
+    if not hexlike or _is_ref(repo, base):
+        try:
+            return parse_commit(repo, base.encode()).id.decode("ascii")  # branches, tags (peeled), HEAD
+        except (KeyError, ValueError, NotCommitError):
+            if not hexlike:
+                raise HistoryError(f"not a commit id, branch or tag: {base!r}") from None
+    ref = base.lower()
+    if len(ref) == 40 and ref.encode() in repo.object_store:  # type: ignore[operator]
+        return _peel(repo, ref)
+    matches = sorted(s.decode() for s in repo.object_store if s.decode().startswith(ref))
+    commits = sorted({c for c in (_peel(repo, m, strict=False) for m in matches) if c})
+    if len(commits) > 1:
+        raise HistoryError(f"ambiguous commit id {ref}: matches {', '.join(commits[:5])}")
+    if commits:
+        return commits[0]
+    raise HistoryError(f"no commit starting with {ref} in this repository")
+
+
+def _is_ref(repo: Repo, name: str) -> bool:
+    refs = repo.refs.as_dict()
+    return any(f"{prefix}{name}".encode() in refs for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/"))
+
+
+def _peel(repo: Repo, sha: str, strict: bool = True) -> str:
+    """The commit an object id names: itself, or what a (chain of) annotated tag(s) points to. ``strict``:
+    anything else (a tree, a blob) is an error; otherwise it gives ``""``."""
+    obj = repo[sha.encode()]
+    while isinstance(obj, Tag):
+        obj = repo[obj.object[1]]
+    if isinstance(obj, Commit):
+        return obj.id.decode("ascii")
+    if strict:
+        raise HistoryError(f"{sha} is not a commit")
+    return ""
 
 
 def show_commit(repo: Repo, ref: str, path: str | None = None) -> ShownCommit:

@@ -298,6 +298,20 @@ def _merge_ops(engine: Engine, merge: str, parent: str, path: str) -> str:
     return cache[key]
 
 
+def _why_no_symbol(loc: Located) -> str:
+    """Why a position has no definition, when the reason is not simply "between definitions" (`` (…)`` or "")."""
+    from .symbols.extract import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_LENGTH
+
+    language = symbols.language_for_path(loc.path)
+    if language not in symbols.supported_languages():
+        return f" ({language or 'this file type'} has no symbol parser)"
+    if len(loc.source) > DEFAULT_MAX_BYTES:
+        return f" (the file is {len(loc.source):,} bytes; symbols are parsed up to {DEFAULT_MAX_BYTES:,})"
+    if any(len(row) > DEFAULT_MAX_LINE_LENGTH for row in loc.source.split(b"\n")):
+        return f" (a line is longer than {DEFAULT_MAX_LINE_LENGTH:,} characters: minified code is not parsed)"
+    return ""
+
+
 def symbol_history(engine: Engine, position: str, source: bytes | None = None) -> dict[str, Any]:
     path, line = parse_position(position)
     loc = locate(engine, path, line, source)
@@ -307,7 +321,7 @@ def symbol_history(engine: Engine, position: str, source: bytes | None = None) -
         return {
             "symbol": None,
             "commits": [],
-            "message": f"no enclosing symbol at {loc.path}:{line}",
+            "message": f"no enclosing symbol at {loc.path}:{line}{_why_no_symbol(loc)}",
             "_meta": meta,
         }
     d = loc.definition
@@ -350,7 +364,8 @@ def prior_art(
     result["exact"] = exact
     result["query"] = query
     if loc.definition is None and text is None:
-        result["_meta"]["warnings"].append(f"no enclosing symbol at {loc.path}:{line}; searched the nearby lines")
+        why = _why_no_symbol(loc)
+        result["_meta"]["warnings"].append(f"no enclosing symbol at {loc.path}:{line}{why}; searched the nearby lines")
     return result
 
 

@@ -6,6 +6,7 @@ yet, shallow clone) becomes a ``HistoryError`` with a sentence that says what to
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,14 +63,25 @@ def shallow_roots(repo: Repo) -> set[str]:
         return set()
 
 
-def _split_message(message: bytes) -> tuple[str, str]:
-    text = message.decode("utf-8", "replace")
+def _codec(encoding: bytes | None) -> str:
+    """The Python codec for a commit's ``encoding`` header (git writes one when ``i18n.commitEncoding`` is not
+    UTF-8, e.g. ``ISO-8859-1``); UTF-8 when absent or unknown, as git assumes."""
+    if encoding:
+        try:
+            return codecs.lookup(encoding.decode("ascii", "replace").strip()).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+def _split_message(message: bytes, codec: str = "utf-8") -> tuple[str, str]:
+    text = message.decode(codec, "replace")
     subject, _, body = text.partition("\n")
     return subject.strip(), body.strip()
 
 
-def _split_identity(raw: bytes) -> tuple[str, str]:
-    text = raw.decode("utf-8", "replace")
+def _split_identity(raw: bytes, codec: str = "utf-8") -> tuple[str, str]:
+    text = raw.decode(codec, "replace")
     name, _, rest = text.partition("<")
     return name.strip(), rest.rstrip(">").strip()
 
@@ -78,8 +90,9 @@ def commit_info(commit: Commit, shallow: set[str] | None = None) -> CommitInfo:
     """Metadata of a dulwich commit; a shallow root is treated as a root commit."""
     sha = commit.id.decode("ascii")
     parents = () if shallow and sha in shallow else tuple(p.decode("ascii") for p in commit.parents)
-    subject, body = _split_message(commit.message)
-    name, email = _split_identity(commit.author)
+    codec = _codec(commit.encoding)
+    subject, body = _split_message(commit.message, codec)
+    name, email = _split_identity(commit.author, codec)
     return CommitInfo(
         sha=sha,
         parents=parents,
