@@ -3,6 +3,7 @@ re-indent definitions, in several languages; plus the bad positions."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -197,6 +198,19 @@ def test_syntax_errors_and_non_utf8_in_history(repo: GitRepo) -> None:
     hist = symbol_history(engine, "m.py:2")
     assert hist["symbol"]["name"] == "ok"
     assert [c["commit"]["subject"] for c in hist["commits"]] == ["latin1", "broken", "v1"]
+
+
+def test_history_of_a_file_whose_name_is_not_utf8(repo: GitRepo) -> None:
+    name = os.fsdecode(b"caf\xe9.py")  # Latin-1 bytes: surrogate-escaped, as the file system hands them over
+    (repo.path / name).write_text("def brew():\n    return 1\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "Add brew")
+    (repo.path / name).write_text("def brew():\n    return 2\n")
+    repo.git("commit", "-q", "-am", "Stronger brew")
+    index_repository(repo.path)
+    result = symbol_history(Engine(repo.path, models=NO_MODELS), f"{repo.path / name}:2")
+    assert result["symbol"]["name"] == "brew" and result["symbol"]["path"] == "caf\ufffd.py"
+    assert [c["commit"]["subject"] for c in result["commits"]] == ["Stronger brew", "Add brew"]
 
 
 def test_prior_art_puts_exact_first_and_dedupes(repo: GitRepo) -> None:

@@ -92,7 +92,9 @@ def locate(engine: Engine, path: str, line: int, source: bytes | None = None) ->
     language = symbols.language_for_path(rel)
     defs = _definitions(data, language) if language in symbols.supported_languages() else None
     d = symbols.innermost_definition(defs, line) if defs else None
-    return Located(rel, line, data, d)
+    # the catalogue stores paths decoded with replacement characters (history/reader.py): a file name that is
+    # not UTF-8 arrives here surrogate-escaped from the file system, and must be looked up in that form
+    return Located(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), line, data, d)
 
 
 _PARSED: OrderedDict[tuple[str, bytes], list[symbols.Definition] | None] = OrderedDict()
