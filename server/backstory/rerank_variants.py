@@ -1,7 +1,8 @@
 """Evaluation-only MaxSim rerank variants: swap one factor of the stored-state rerank at a time.
 
 The shipped rerank scores a candidate commit by MaxSim against the stored token states of its best hunk's
-(commit, file) unit: the dense recipe's text, distinct content tokens only, projected on 96 PCA axes, int4.
+(commit, file) unit: the dense recipe's text, distinct content tokens only, projected on PCA axes (96 when this
+was written, 192 since), int4.
 The rerank computed from the model (the commit's best hunks as text, every token, float32) ranked better.
 Each variant here recomputes states with the model and changes exactly one of: the passage text, the token
 selection, the projection, the quantization; so ``python -m backstory.evaluate`` can tell which one costs.

@@ -114,7 +114,8 @@ def _peel(repo: Repo, sha: str, strict: bool = True) -> str:
 
 def show_commit(repo: Repo, ref: str, path: str | None = None) -> ShownCommit:
     sha = resolve_sha(repo, ref)
-    info = commit_info(_commit(repo, sha), shallow_roots(repo))
+    commit = _commit(repo, sha)
+    info = commit_info(commit, shallow_roots(repo))
     lines = [
         f"commit {info.sha}",
         *([f"Merge: {' '.join(p[:7] for p in info.parents)}"] if info.is_merge else []),
@@ -129,7 +130,7 @@ def show_commit(repo: Repo, ref: str, path: str | None = None) -> ShownCommit:
         cd = read_commit(repo, info, PathPolicy(max_file_bytes=10_000_000), with_symbols=False, full=True)
         files = [f for f in cd.files if path is None or path in (f.path, f.old_path)]
         if path is not None and not files:
-            if not _changes_path(repo, _commit(repo, sha), path):
+            if not _changes_path(repo, commit, path):
                 raise HistoryError(f"commit {info.sha[:7]} does not change {path}")
             lines.append(f"{path}: changed, not shown (binary, ignored, a submodule or too large)")
         for f in files:

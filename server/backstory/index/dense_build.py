@@ -45,8 +45,8 @@ def dense_stamp(embedder: Any) -> dict[str, Any]:
     return {"model_id": embedder.model_id, "dim": int(embedder.dim), "recipe": RECIPE, "states": STATES_RECIPE}
 
 
-def restamp(store: Store, embedder: Any) -> str | None:
-    """Make the index's vectors belong to ``embedder``; returns a notice when existing ones had to go.
+def restamp(store: Store, embedder: Any) -> None:
+    """Make the index's vectors belong to ``embedder``, dropping (with a logged warning) any made otherwise.
 
     Vectors (and stored token states) made with another model, window or recipe must never be mixed with new
     ones. They are dropped and every file unit is embedded again; the keyword index is kept, since it does not
@@ -58,26 +58,22 @@ def restamp(store: Store, embedder: Any) -> str | None:
     stamp = manifest.get("dense")
     want = dense_stamp(embedder)
     if stamp == want:
-        return None
-    notice = None
+        return
     if stamp is not None:
-        notice = (
-            f"the vectors were built with {stamp.get('model_id')} ({stamp.get('recipe')}; states "
-            f"{stamp.get('states')}), the current model is {want['model_id']} ({want['recipe']}; states "
-            f"{want['states']}): embedding every file unit again (the keyword index is kept)"
-        )
-        log.warning("%s", notice)
+        log.warning(
+            "the vectors were built with %s (%s; states %s), the current model is %s (%s; states %s): "
+            "embedding every file unit again (the keyword index is kept)",
+            stamp.get("model_id"), stamp.get("recipe"), stamp.get("states"),
+            want["model_id"], want["recipe"], want["states"],
+        )  # fmt: skip
         unit_states.ensure_tables(store.db)
-        with store.transaction() as tx:
-            tombstones = [(r[0],) for r in tx.execute("SELECT fid FROM files WHERE embedded=-1")]
-            tx.executemany("DELETE FROM files WHERE fid=?", tombstones)
+        with store.transaction() as tx:  # tombstones (embedded=-1) stay: embed_pending removes them as always
             tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
             tx.execute("DELETE FROM unit_states")
             tx.execute("DELETE FROM state_codec")
         store.vectors_path.unlink(missing_ok=True)
     manifest["dense"] = want
     store.write_manifest(manifest)
-    return notice
 
 
 def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:

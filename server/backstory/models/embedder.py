@@ -147,28 +147,27 @@ class Embedder:
             encodings = self._encode(loaded, texts, self.max_tokens)
             # a text's outputs depend on its token window only, so equal windows (a change cherry-picked to
             # another branch, the same edit in two files) run once: ~2 % of Flask's units in a dense batch
-            first: dict[tuple[int, ...], int] = {}
-            same = [first.setdefault(tuple(e.ids), i) for i, e in enumerate(encodings)]
-            unique = sorted(first.values())
-            copies: dict[int, list[int]] = {}
-            for i, j in enumerate(same):
-                copies.setdefault(j, []).append(i)
-            for rows, hidden, mask in self._forward(loaded, [encodings[i] for i in unique]):
+            groups: dict[tuple[int, ...], list[int]] = {}
+            for i, encoding in enumerate(encodings):
+                groups.setdefault(tuple(encoding.ids), []).append(i)
+            same = list(groups.values())  # the input rows of each distinct window, in first-seen order
+            for rows, hidden, mask in self._forward(loaded, [encodings[g[0]] for g in same]):
                 for j, u in enumerate(rows):
-                    i = unique[u]
+                    copies = same[u]
+                    i = copies[0]
                     if hidden.ndim == 2:  # graph already pools
                         if with_states:
                             path = loaded.files.onnx_path
                             raise ModelUnavailable(f"{path} outputs pooled vectors, not token states")
-                        out[copies[i]] = _normalise(hidden[j].astype(np.float32))
+                        out[copies] = _normalise(hidden[j].astype(np.float32))
                         continue
                     real = hidden[j, mask[j].astype(bool)].astype(np.float32)  # padding cannot change the sum
                     pooled = real.mean(axis=0) if len(real) else np.zeros(loaded.dim, dtype=np.float32)
-                    out[copies[i]] = _normalise(pooled)
+                    out[copies] = _normalise(pooled)
                     if with_states:
                         positions = _kept(loaded, encodings[i], states == "content")
                         token_states = _normalise(hidden[j, positions].astype(np.float32))
-                        for k in copies[i]:
+                        for k in copies:
                             kept[k] = token_states
             return out, kept
 

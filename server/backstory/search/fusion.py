@@ -111,7 +111,7 @@ def margin_weights(
     """
     out = {lane: 1.0 for lane in scores} if weights is None else dict(weights)
     dense = [lane for lane in scores if lane in RAW_SCORE_LANES and scores[lane] and out.get(lane, 1.0)]
-    if ref <= 0 or not dense or len([lane for lane in scores if lane not in RAW_SCORE_LANES and scores[lane]]) == 0:
+    if ref <= 0 or not dense or not any(sc for lane, sc in scores.items() if lane not in RAW_SCORE_LANES):
         return out
     factor = min(2.0, max(0.0, 1.0 + (ref - keyword_margin(scores, weights)) / ref))
     for lane in dense:
