@@ -18,7 +18,7 @@ from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.dense_build import embed_pending
 from backstory.index.store import StoreError
 from backstory.index.text_index import Filters
-from backstory.models import Embedder, query_adapter, resolve_model
+from backstory.models import Embedder, resolve_model
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
 from gitrepo import GitRepo, fast_history, kill_dense_phase
 from onnx_fixtures import write_cross_encoder
@@ -241,9 +241,7 @@ def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> 
     centre = np.mean([unit[f] for f in fids[mixed]], axis=0)
     expected = float(centre @ (qv / np.linalg.norm(qv))) / float(np.linalg.norm(centre))
     best_file = max(float(unit[f] @ (qv / np.linalg.norm(qv))) for f in fids[mixed])
-    opts = SearchOptions(
-        lanes=("dense",), rerank=False, recency_weight=0.0, weights={"dense": 1.0}, query_adapter=False
-    )
+    opts = SearchOptions(lanes=("dense",), rerank=False, recency_weight=0.0, weights={"dense": 1.0})
     fused = {r["commit"]["sha"]: r["why"]["fused"] for r in engine.search(query, opts)["results"]}
     assert fused[mixed] == pytest.approx(expected, abs=1e-5)
     assert best_file > expected + 0.01  # the unrelated file pulls the two-file commit's centroid away
@@ -251,62 +249,3 @@ def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> 
     previous = {r["commit"]["sha"]: r["why"]["fused"] for r in engine.search(query, opts)["results"]}
     assert previous[mixed] == pytest.approx(best_file, abs=1e-5)
     assert previous[single] == pytest.approx(fused[single], abs=1e-5)  # one file: both scores agree
-
-
-# -- query adapter (models/query_adapter.py) ---------------------------------------------------------------------
-
-
-def test_bundled_query_adapter_belongs_to_the_bundled_model(embedder) -> None:
-    adapter, warning = query_adapter.for_model(embedder.model_id)
-    assert warning is None and adapter is not None, "the shipped adapter must match the shipped model's vectors"
-    assert query_adapter.vector_space("all-MiniLM-L6-v2-int8-pc-3845effd-t128") == "all-MiniLM-L6-v2-int8-pc-t128"
-    assert adapter.matrix.shape == (384, 384) and np.isfinite(adapter.matrix).all()
-    q = embedder.embed_query("retry the request with exponential backoff")
-    mapped = adapter.apply(q)
-    assert abs(float(np.linalg.norm(mapped)) - 1.0) < 1e-5
-    assert 0.5 < float(mapped @ q) < 0.9999  # moved, not replaced
-
-
-def test_dense_lane_maps_the_query_unless_told_not_to(dense_repo, embedder) -> None:
-    path, _shas = dense_repo
-    engine = _engine(path, embedder, reranker="none")
-    query = "back off exponentially between retries"
-    on = engine.search(query, SearchOptions(lanes=("dense",), rerank=False, recency_weight=0.0))
-    off = engine.search(query, SearchOptions(lanes=("dense",), rerank=False, recency_weight=0.0, query_adapter=False))
-    assert on["results"] and off["results"]
-    raw = {r["commit"]["sha"]: r["why"]["fused"] for r in off["results"]}
-    assert any(abs(r["why"]["fused"] - raw[r["commit"]["sha"]]) > 1e-4 for r in on["results"])
-
-
-def test_unusable_query_adapter_is_reported_and_the_lane_still_answers(dense_repo, embedder, tmp_path, monkeypatch):
-    path, shas = dense_repo
-    broken = tmp_path / "adapter.npz"
-    broken.write_bytes(b"not an npz file")
-    monkeypatch.setattr(query_adapter, "BUNDLED", broken)
-    engine = _engine(path, embedder, reranker="none")
-    opts = SearchOptions(lanes=("dense",), rerank=False)
-    result = engine.search("back off exponentially between retries", opts)
-    assert result["results"][0]["commit"]["sha"] == shas["b"]
-    assert any("query adapter" in w and "unreadable" in w for w in result["_meta"]["warnings"])
-    other = tmp_path / "other.npz"  # fitted for another model: simply not applied, nothing to warn about
-    query_adapter.save(other, np.eye(384, dtype=np.float32) * 2, "some-other-model", "test")
-    monkeypatch.setattr(query_adapter, "BUNDLED", other)
-    assert query_adapter.for_model(embedder.model_id) == (None, None)
-
-
-def test_adapter_fit_learns_a_mapping_and_is_deterministic() -> None:
-    rng = np.random.default_rng(0)
-    dim, n = 16, 60
-    commits = rng.normal(size=(n, dim)).astype(np.float32)
-    commits /= np.linalg.norm(commits, axis=1, keepdims=True)
-    rotation, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
-    targets = np.arange(n)
-    queries = (commits @ rotation.T + 0.05 * rng.normal(size=(n, dim))).astype(np.float32)  # a rotated view
-
-    def top1(w: np.ndarray) -> float:
-        return float(np.mean(np.argmax(queries @ w @ commits.T, axis=1) == targets))
-
-    w = query_adapter.fit([(queries, commits, targets)], epochs=150, rate=0.02, pull=0.001)
-    assert top1(np.eye(dim, dtype=np.float32)) < 0.3 < 0.9 < top1(w)
-    again = query_adapter.fit([(queries, commits, targets)], epochs=150, rate=0.02, pull=0.001)
-    assert np.array_equal(w, again)

@@ -1,5 +1,5 @@
 """The evaluation's configurations reach the search options they name (a dropped key silently measures the
-default instead, as happened once with ``query_adapter``)."""
+default instead, as happened once with a query-adapter switch)."""
 
 from __future__ import annotations
 

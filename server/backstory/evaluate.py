@@ -44,9 +44,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fused+rerank-fixed": {"rerank": True, "margin_ref": 0.0},
     "fused-dense0.43": {"rerank": False, "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}},  # before the fifth session
     "fused+rerank-dense0.43": {"rerank": True, "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}},
-    "dense-noadapter": {"lanes": ("dense",), "rerank": False, "query_adapter": False},  # the raw query vector
-    "fused-noadapter": {"rerank": False, "query_adapter": False},
-    "fused+rerank-noadapter": {"rerank": True, "query_adapter": False},
 }
 # evaluation-only rerank variants (states recomputed with the model, one factor swapped): rerank_variants.py
 CONFIGS.update({f"rr:{name}": {"rerank": True, "rerank_variant": name} for name in VARIANTS})
@@ -121,7 +118,6 @@ def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
         fusion=cfg.get("fusion", DEFAULTS.fusion), size_prior=cfg.get("size_prior", DEFAULTS.size_prior),
         dense_commits=cfg.get("dense_commits", DEFAULTS.dense_commits),
         margin_ref=cfg.get("margin_ref", DEFAULTS.margin_ref),
-        query_adapter=cfg.get("query_adapter", DEFAULTS.query_adapter),
     )  # fmt: skip
 
 
@@ -208,20 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump-misses", type=int, default=0, help="list the first N queries not ranked first")
     ap.add_argument("--out")
     ap.add_argument(
-        "--adapter",
-        type=Path,
-        help="query adapter file instead of the bundled one (e.g. fitted without this repository)",
+        "--model",
+        help="embedding model directory (model.onnx + tokenizer.json) instead of the default model; the index's "
+        "vectors are embedded again when it differs from the one they were made with",
     )
     args = ap.parse_args(argv)
-    if args.adapter:
-        from .models import query_adapter
-
-        query_adapter.BUNDLED = args.adapter
     repo_path = Path(args.repo).resolve()
     index_dir = Path(args.index_dir) if args.index_dir else Path(repo_path / ".git" / "backstory-eval")
     t = time.perf_counter()
     index_repository(repo_path, options=BuildOptions(no_messages=True), index_dir=index_dir)
-    engine = Engine(repo_path, index_dir, ModelConfig(dense=True, reranker="maxsim"))
+    engine = Engine(repo_path, index_dir, ModelConfig(model_path=args.model, dense=True, reranker="maxsim"))
     needs_dense = args.unit_experiment or any(
         "dense" in (CONFIGS[c].get("lanes") or ()) or CONFIGS[c].get("rerank")
         or (CONFIGS[c].get("lanes") is None and CONFIGS[c].get("weights", DEFAULT_WEIGHTS).get("dense", 0) > 0)
@@ -240,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = sample(repo_path, engine, args.queries, args.seed)
     report: dict[str, Any] = {
         "repo": str(repo_path), "queries": len(queries), "build_s": round(build_s, 1), "file_units": files,
-        "adapter": str(args.adapter or "bundled"),
+        "model": emb.model_id if emb is not None else None,
     }  # fmt: skip
     for name in [c for c in args.configs.split(",") if c]:
         opts = options_for(CONFIGS[name], args.rerank_top)

