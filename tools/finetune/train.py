@@ -1,10 +1,12 @@
 """Fine-tune the bundled MiniLM on commit subject -> (commit, file) passage pairs (pairs.py output).
 
-usage: python train.py DATA_DIR OUT.onnx NAME [NAME ...] [--epochs 1] [--lr 3e-5] [--hard-negatives]
+usage: python train.py DATA_DIR OUT.onnx NAME [NAME ...] [--epochs 1] [--lr 3e-5] [--hard-negatives] [--max-pairs N]
 
 Contrastive (InfoNCE, scale 20, both directions) with the other pairs of the batch as negatives; a batch holds
 pairs of one history only, so its negatives are that history's other commits, as at search time.
-``--hard-negatives`` adds one passage of a commit the keyword lanes ranked above the right one. Token,
+``--hard-negatives`` adds one passage of a commit the keyword lanes ranked above the right one.
+``--max-pairs`` keeps a seeded sample of at most N pairs per history: on 2 CPU cores a step of 32 pairs takes
+~5 s, so breadth (more histories) is bought with a cap on each. Token,
 position and type embeddings stay frozen (they are half the weights; the patch then carries only the six
 layers). Deterministic on one machine: seeded shuffles, seeded passage choice, two torch threads.
 """
@@ -33,6 +35,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=3e-5)
     ap.add_argument("--hard-negatives", action="store_true")
+    ap.add_argument("--max-pairs", type=int, default=0)
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -53,6 +56,8 @@ def main() -> None:
             for subject, sha in d["pairs"][d["test"] :]  # the evaluation's test queries are never trained on
             if sha in by_sha
         ]
+        if args.max_pairs and len(pairs) > args.max_pairs:
+            pairs = random.Random(name).sample(pairs, args.max_pairs)
         data.append(pairs)
         print(name, len(pairs), "training pairs", flush=True)
 
