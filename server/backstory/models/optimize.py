@@ -119,12 +119,6 @@ def _remove_older_recipes(folder: Path) -> None:
             shutil.rmtree(sibling, ignore_errors=True)
 
 
-def load_verified(source: ModelFiles, folder: Path) -> ModelFiles | None:
-    """The cached optimized variant of ``source`` in ``folder`` if it verifies (see :func:`verified_onnx`)."""
-    onnx_path = verified_onnx(folder, source.model_id, RECIPE)
-    return None if onnx_path is None else _files(source, onnx_path)
-
-
 def verified_onnx(folder: Path, source_id: str, recipe: int | str) -> Path | None:
     """``folder/model.onnx`` if ``model.json`` matches the source and the recipe and the file's sha256 (re-read,
     not memoised) matches ``model.json``; ``None`` (logged) otherwise."""
