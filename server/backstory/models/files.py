@@ -36,6 +36,8 @@ BUNDLED_TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", TO
 #: Backstory's fine-tuned variant of the bundled model (:mod:`.finetuned`): the default.
 FINETUNED_NAME = "all-MiniLM-L6-v2-int8-bs3"
 FINETUNED_PATCH = Path(__file__).parent / "data" / "minilm-bs3.npz"
+#: What to do when that patch is missing or damaged (it ships inside the package).
+FINETUNED_FIX = "reinstall backstory (`pip install --force-reinstall backstory`), or configure a model directory"
 #: Sub-folder of ``<cache>/models`` a user may fill with their own model.onnx + tokenizer.json.
 CACHE_MODEL_DIR = "embedding"
 
@@ -114,9 +116,8 @@ def default_model() -> ModelFiles:
     Its id hashes the base file, the weight patch and the tokenizer, so new weights re-embed indexes once.
     """
     base = bundled_model()
-    fix = "reinstall backstory (`pip install --force-reinstall backstory`), or configure a model directory"
     if not FINETUNED_PATCH.is_file():
-        raise ModelUnavailable(f"the fine-tuned weights {FINETUNED_PATCH} are missing; {fix}")
+        raise ModelUnavailable(f"the fine-tuned weights {FINETUNED_PATCH} are missing; {FINETUNED_FIX}")
     weights = f"{file_sha256(base.onnx_path)}:{file_sha256(FINETUNED_PATCH)}"
     model_id = make_model_id(FINETUNED_NAME, weights, file_sha256(base.tokenizer_path))
     return ModelFiles(base.onnx_path, base.tokenizer_path, model_id, patch=FINETUNED_PATCH)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ModelUnavailable
-from .files import ModelFiles, file_sha256
+from .files import FINETUNED_FIX, ModelFiles, file_sha256
 from .optimize import ensure_cached
 
 log = logging.getLogger("backstory.models")
@@ -82,7 +82,7 @@ def _process_copy(source: ModelFiles, patch: Path) -> Path:
 
 def load_patch(patch: Path) -> tuple[str, dict[str, np.ndarray]]:
     """``(base sha256, tensors by initializer name)``; :class:`ModelUnavailable` if the file is unreadable."""
-    fix = "reinstall backstory (`pip install --force-reinstall backstory`), or configure a model directory"
+    fix = FINETUNED_FIX
     try:
         with np.load(patch, allow_pickle=False) as data:
             tensors = {name: data[name] for name in data.files}
