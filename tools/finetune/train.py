@@ -6,7 +6,7 @@ Contrastive (InfoNCE, scale 20, both directions) with the other pairs of the bat
 pairs of one history only, so its negatives are that history's other commits, as at search time.
 ``--hard-negatives`` adds one passage of a commit the keyword lanes ranked above the right one.
 ``--max-pairs`` keeps a seeded sample of at most N pairs per history: on 2 CPU cores a step of 32 pairs takes
-~5 s, so breadth (more histories) is bought with a cap on each. Token,
+~2.5 s (~5 s with hard negatives), so breadth (more histories) is bought with a cap on each. Token,
 position and type embeddings stay frozen (they are half the weights; the patch then carries only the six
 layers). Deterministic on one machine: seeded shuffles, seeded passage choice, two torch threads.
 """

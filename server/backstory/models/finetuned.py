@@ -82,17 +82,17 @@ def _process_copy(source: ModelFiles, patch: Path) -> Path:
 
 def load_patch(patch: Path) -> tuple[str, dict[str, np.ndarray]]:
     """``(base sha256, tensors by initializer name)``; :class:`ModelUnavailable` if the file is unreadable."""
-    fix = FINETUNED_FIX
     try:
         with np.load(patch, allow_pickle=False) as data:
             tensors = {name: data[name] for name in data.files}
     except FileNotFoundError:
-        raise ModelUnavailable(f"the fine-tuned weights {patch} are missing; {fix}") from None
+        raise ModelUnavailable(f"the fine-tuned weights {patch} are missing; {FINETUNED_FIX}") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ModelUnavailable(f"the fine-tuned weights {patch} are damaged ({exc}); {fix}") from None
+        raise ModelUnavailable(f"the fine-tuned weights {patch} are damaged ({exc}); {FINETUNED_FIX}") from None
     base = tensors.pop(BASE_KEY, None)
     if base is None or base.shape != () or not tensors:
-        raise ModelUnavailable(f"{patch} is not a backstory weight patch (no {BASE_KEY} or no tensors); {fix}")
+        what = f"{patch} is not a backstory weight patch (no {BASE_KEY} or no tensors)"
+        raise ModelUnavailable(f"{what}; {FINETUNED_FIX}")
     return str(base), tensors
 
 
