@@ -4,9 +4,13 @@ default instead, as happened once with a query-adapter switch)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from backstory.evaluate import CONFIGS, options_for
-from backstory.search.engine import SearchOptions
+from backstory.evaluate import CONFIGS, options_for, plain_bm25
+from backstory.index.build import BuildOptions, index_repository
+from backstory.search.engine import Engine, ModelConfig, SearchOptions
+
+from gitrepo import GitRepo
 
 FIELDS = {f.name for f in dataclasses.fields(SearchOptions)}
 
@@ -18,3 +22,17 @@ def test_every_configuration_key_reaches_the_search_options() -> None:
             if key in FIELDS:
                 got = getattr(opts, key)
                 assert (list(got) if isinstance(value, list) else got) == value, f"{name}: {key}"
+
+
+def test_plain_bm25_reference_matches_words_as_written(repo: GitRepo, tmp_path: Path) -> None:
+    """The textbook reference ranks by BM25 over raw hunk text: an exact word finds its commit, while the
+    stemmed or split forms backstory's own lanes would match do not (so it stays the weaker baseline)."""
+    first = repo.commit("one", {"a.py": "def parse_header(raw):\n    return raw.split(':')\n"})
+    second = repo.commit("two", {"b.py": "def render(page):\n    return template.render(page)\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=True), index_dir=tmp_path / "idx")
+    engine = Engine(repo.path, tmp_path / "idx", ModelConfig(dense=False, reranker="none"))
+    search = plain_bm25(engine)
+    assert search("render the template page")[0] == second
+    assert search("parse_header raw") == [first]  # the default tokenizer splits on "_" as well
+    assert search("rendering") == []  # no stemming
+    assert search("?? !!") == []

@@ -117,12 +117,11 @@ class Bert(nn.Module):
         self.encoder = nn.Module()
         self.encoder.layer = nn.ModuleList([Layer(eps) for _ in range(6)])
 
-    def forward(self, ids, mask):
+    def forward(self, ids, mask, types=None):
         e = self.embeddings
         pos = torch.arange(ids.shape[1]).unsqueeze(0)
-        x = e.LayerNorm(
-            e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings(torch.zeros_like(ids))
-        )
+        types = torch.zeros_like(ids) if types is None else types
+        x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings(types))
         ext = (1.0 - mask[:, None, None, :].float()) * -1e9
         for layer in self.encoder.layer:
             x = layer(x, ext)

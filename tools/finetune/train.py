@@ -1,6 +1,7 @@
 """Fine-tune the bundled MiniLM on commit subject -> (commit, file) passage pairs (pairs.py output).
 
 usage: python train.py DATA_DIR OUT.onnx NAME [NAME ...] [--epochs 1] [--lr 3e-5] [--hard-negatives] [--max-pairs N]
+       [--fused-negatives RERANK_DIR]
 
 Contrastive (InfoNCE, scale 20, both directions) with the other pairs of the batch as negatives; a batch holds
 pairs of one history only, so its negatives are that history's other commits, as at search time.
@@ -36,6 +37,12 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-5)
     ap.add_argument("--hard-negatives", action="store_true")
     ap.add_argument("--max-pairs", type=int, default=0)
+    ap.add_argument(
+        "--fused-negatives",
+        type=Path,
+        help="rerank_pairs.py output dir: where it covers a query, take the hard negatives from the shipped first"
+        " stage's top candidates (keyword + dense lanes, fused) instead of the keyword lanes' alone",
+    )
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -51,6 +58,10 @@ def main() -> None:
         for sha, _fid, text in d["units"]:
             by_sha.setdefault(sha, []).append(text)
         negatives = d["negatives"]
+        if args.fused_negatives:
+            groups = json.loads((args.fused_negatives / f"{name}.rerank.json").read_text())["groups"]
+            fused = {g["sha"]: [c[0] for c in g["candidates"] if c[0] != g["sha"]][:5] for g in groups}
+            negatives = {**negatives, **fused}
         pairs = [
             (subject, by_sha[sha], [by_sha[n] for n in negatives.get(sha, []) if n in by_sha])
             for subject, sha in d["pairs"][d["test"] :]  # the evaluation's test queries are never trained on

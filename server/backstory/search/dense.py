@@ -211,14 +211,7 @@ class DenseLane:
         rows = render.hunk_rows(self.store.db, [u for c in top for u in c.hunks])
         if rr.name == "maxsim" and hasattr(rr, "score_states"):
             return self._rerank_units(query, top, rows, rr, no_messages), rr.name, None
-        passages = []
-        for c in top:
-            hunks = [rows[u] for u in c.hunks if u in rows]
-            subject = None if no_messages else commits[c.sha]["subject"]
-            paths = " ".join(dict.fromkeys(h["path"] for h in hunks))
-            symbols = [s[0] for h in hunks for s in _symbols(h)]
-            passages.append(file_passage(paths, symbols, subject, [h["excerpt"] for h in hunks]))
-        scores = rr.score(query, passages)
+        scores = rr.score(query, commit_passages(top, rows, commits, no_messages))
         return {c.sha: float(s) for c, s in zip(top, scores, strict=True)}, rr.name, None
 
     def _rerank_units(
@@ -287,6 +280,21 @@ def score_centroids(query: np.ndarray, centroids: dict[str, np.ndarray]) -> dict
     q = query / max(float(np.linalg.norm(query)), 1e-12)
     sims = np.stack([centroids[sha] for sha in shas]) @ q.astype(np.float32)
     return {sha: round(float(s), 6) for sha, s in zip(shas, sims.tolist(), strict=True)}
+
+
+def commit_passages(
+    top: list[FusedCommit], rows: dict[int, Any], commits: dict[str, Any], no_messages: bool
+) -> list[str]:
+    """What a text reranker reads for each candidate: its best hunks (the ones the lanes matched, best first)
+    as one passage: their paths, symbols, the subject (unless message-blind) and changed lines."""
+    passages = []
+    for c in top:
+        hunks = [rows[u] for u in c.hunks if u in rows]
+        subject = None if no_messages else commits[c.sha]["subject"]
+        paths = " ".join(dict.fromkeys(h["path"] for h in hunks))
+        symbols = [s[0] for h in hunks for s in _symbols(h)]
+        passages.append(file_passage(paths, symbols, subject, [h["excerpt"] for h in hunks]))
+    return passages
 
 
 def _symbols(row: Any) -> list[list[Any]]:
