@@ -19,7 +19,9 @@ from backstory.index.dense_build import unit_passages
 from backstory.search.engine import Engine, ModelConfig
 
 
-def main() -> None:
+def history_parser() -> argparse.ArgumentParser:
+    """NAME REPO INDEX_DIR OUT_DIR [--test N] [--seed S]: what every per-history data script takes (the
+    evaluation's test queries are the first ``--test`` of seed ``--seed``, so they must agree everywhere)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
     ap.add_argument("repo", type=Path)
@@ -27,7 +29,11 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--test", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = history_parser().parse_args()
     index_repository(args.repo, options=BuildOptions(no_messages=True), index_dir=args.index)
     engine = Engine(args.repo, args.index, ModelConfig(dense=False, reranker="none"))
     # every unit the dense phase would embed: the files of indexed commits, tombstones (embedded=-1) left out

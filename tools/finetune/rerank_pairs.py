@@ -10,9 +10,9 @@ never sees the evaluation's test queries. Writes OUT_DIR/NAME.rerank.json: per q
 commit, and the fused top ``--top`` as [sha, passage] best first (the right one may be missing).
 """
 
-import argparse
 import json
-from pathlib import Path
+
+from pairs import history_parser
 
 from backstory.evaluate import CONFIGS, options_for, sample
 from backstory.search.dense import commit_passages
@@ -21,14 +21,8 @@ from backstory.search.render import hunk_rows
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("name")
-    ap.add_argument("repo", type=Path)
-    ap.add_argument("index", type=Path)
-    ap.add_argument("out", type=Path)
+    ap = history_parser()
     ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--test", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--top", type=int, default=50)
     args = ap.parse_args()
     engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim"))
