@@ -9,7 +9,6 @@ from pathlib import Path
 from backstory.evaluate import CONFIGS, options_for, plain_bm25
 from backstory.index.build import BuildOptions, index_repository
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
-
 from gitrepo import GitRepo
 
 FIELDS = {f.name for f in dataclasses.fields(SearchOptions)}
