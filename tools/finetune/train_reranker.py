@@ -1,18 +1,19 @@
-"""Train a cross-encoder reranker from the bundled MiniLM on rerank_pairs.py groups.
+"""Train a cross-encoder reranker from the bundled MiniLM on rerank_pairs.py groups (an experiment: measured
+and not shipped, docs/benchmarks.md "Ranking quality — seventh session").
 
-usage: python train_reranker.py DATA_DIR OUT_DIR NAME [NAME ...] [--init FILE.onnx] [--negatives 5] [--lr 3e-5]
-       [--max-queries N] [--window 192] [--top 20]
+usage: python train_reranker.py DATA_DIR OUT_DIR NAME [NAME ...] [--init FILE.onnx] [--head cos|linear]
+       [--negatives 5] [--lr 3e-5] [--max-queries N] [--window 192] [--top 20] [--freeze-layers N] [--steps N]
 
 Each training query is a group: the right commit's passage and ``--negatives`` wrong candidates drawn from the
 first stage's top ``--top`` (what the second stage reranks at search time), scored jointly as
-``[CLS] query [SEP] passage [SEP]`` -> mean of the last hidden states -> linear -> one logit; listwise softmax
-cross-entropy over the group. Queries whose right commit the first stage missed are skipped (nothing to learn
-from). Word and position embeddings stay frozen (the patch then carries only the layers, the type embeddings
-and the head). Deterministic on one machine (seeded; two torch threads).
+``[CLS] query [SEP] passage [SEP]`` -> one logit (see :class:`CrossEncoder` for the two heads); listwise
+softmax cross-entropy over the group. Queries whose right commit the first stage missed are skipped (nothing
+to learn from). Word and position embeddings stay frozen. Deterministic on one machine (seeded; two torch
+threads).
 
 Writes OUT_DIR/model.onnx (the base graph with the trained int8 weights and the head appended: inputs as the
 base graph, output ``logits`` [batch, 1]) and OUT_DIR/tokenizer.json, i.e. a directory backstory's
-``cross-encoder`` reranker loads.
+``cross-encoder`` reranker loads (``python -m backstory.evaluate REPO --cross-encoder OUT_DIR``).
 """
 
 import argparse
@@ -187,7 +188,7 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             running.append(float(loss.item()))
-            if step % 10 == 0:
+            if step % 50 == 0:
                 print(f"step {step}/{total} loss {np.mean(running[-100:]):.3f} {time.time() - t0:.0f}s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     onnx_out = args.out / "model.onnx"
