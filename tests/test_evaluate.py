@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from backstory.evaluate import CONFIGS, options_for, plain_bm25
+import pytest
+
+from backstory.evaluate import CONFIGS, main, options_for, plain_bm25
 from backstory.index.build import BuildOptions, index_repository
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
 from gitrepo import GitRepo
@@ -35,3 +37,19 @@ def test_plain_bm25_reference_matches_words_as_written(repo: GitRepo, tmp_path: 
     assert search("parse_header raw") == [first]  # the default tokenizer splits on "_" as well
     assert search("rendering") == []  # no stemming
     assert search("?? !!") == []
+
+
+def test_a_broken_cross_encoder_stops_the_evaluation_before_any_work(
+    repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Otherwise the engine would turn the second stage off with a warning and "fused+rerank" would quietly
+    measure no rerank at all."""
+    repo.commit("one", {"a.py": "x = 1\n"})
+    bad = tmp_path / "ce"
+    bad.mkdir()
+    (bad / "model.onnx").write_bytes(b"not a graph")
+    for directory in (tmp_path / "missing", bad):
+        code = main([str(repo.path), "--index-dir", str(tmp_path / "idx"), "--cross-encoder", str(directory)])
+        assert code == 2
+        assert str(directory) in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()

@@ -255,6 +255,14 @@ def main(argv: list[str] | None = None) -> int:
         help="rerank with the cross-encoder in this directory (model.onnx + tokenizer.json) instead of MaxSim",
     )
     args = ap.parse_args(argv)
+    if args.cross_encoder:  # checked first: a broken one would otherwise quietly measure "no rerank"
+        from .models import ModelUnavailable, load_reranker
+
+        try:
+            load_reranker("cross-encoder", None, Path(args.cross_encoder))
+        except ModelUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     repo_path = Path(args.repo).resolve()
     index_dir = Path(args.index_dir) if args.index_dir else Path(repo_path / ".git" / "backstory-eval")
     t = time.perf_counter()
