@@ -98,6 +98,35 @@ def test_rerank_reported_in_why(dense_repo, embedder) -> None:
     assert plain["_meta"]["rerank"] is None and plain["results"][0]["why"]["rerank"] is None
 
 
+def test_learned_second_stage_orders_the_reranked_candidates(dense_repo, embedder) -> None:
+    path, shas = dense_repo
+    engine = _engine(path, embedder, reranker="maxsim")
+    query = "wait longer each time until the job is done"
+    result = engine.search(query, SearchOptions())
+    assert not result["_meta"]["warnings"]
+    hits = result["results"]
+    assert hits[0]["commit"]["sha"] == shas["b"]
+    assert all(0.0 < h["why"]["learned"] < 1.0 for h in hits)
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    blend = engine.search(query, SearchOptions(second_stage="blend"))
+    assert all(h["why"]["learned"] is None for h in blend["results"])
+    again = engine.search(query, SearchOptions())["results"]
+    assert [(h["commit"]["sha"], h["score"]) for h in again] == [(h["commit"]["sha"], h["score"]) for h in hits]
+
+
+def test_broken_second_stage_model_falls_back_to_the_blend(dense_repo, embedder, tmp_path) -> None:
+    path, _ = dense_repo
+    bad = tmp_path / "second_stage.json"
+    bad.write_text('{"name": "x", "features": ["fused"]}')
+    engine = _engine(path, embedder, reranker="maxsim", second_stage_path=str(bad))
+    query = "wait longer each time until the job is done"
+    result = engine.search(query, SearchOptions())
+    assert any("second-stage model" in w and "rerank + fused" in w for w in result["_meta"]["warnings"])
+    blend = _engine(path, embedder, reranker="maxsim").search(query, SearchOptions(second_stage="blend"))
+    assert [h["commit"]["sha"] for h in result["results"]] == [h["commit"]["sha"] for h in blend["results"]]
+    assert all(h["why"]["learned"] is None for h in result["results"])
+
+
 def test_cross_encoder_reranker_from_directory(dense_repo, embedder, tmp_path) -> None:
     path, _ = dense_repo
     ce = write_cross_encoder(tmp_path / "ce")

@@ -26,6 +26,7 @@ NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
 # the first stage before commit-level aggregation: no size prior, the dense lane's best file per commit
 PREVIOUS = {
     "size_prior": 0.0, "dense_commits": "best-file", "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}, "rerank_blend": 1.0,
+    "second_stage": "blend",
 }  # fmt: skip
 CONFIGS: dict[str, dict[str, Any]] = {
     "bm25": {"weights": NO_DENSE, "rerank": False},  # the default keyword lanes, as shipped
@@ -38,17 +39,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fused-previous": {**PREVIOUS, "rerank": False},
     "fused+rerank-previous": {**PREVIOUS, "rerank": True},
     "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # RRF instead
-    "fused+rerank": {"rerank": True},  # rerank + 0.5 x fused score (shipped)
-    "fused+rerank-blend1": {"rerank": True, "rerank_blend": 1.0},  # the previous blend on the new first stage
-    "fused+rerank-only": {"rerank": True, "rerank_blend": 0.0},  # the rerank score replaces the fused one
-    "fused+rerank-blend3": {"rerank": True, "rerank_blend": 3.0},
+    "fused+rerank": {"rerank": True},  # the learned second stage over the rerank (shipped)
+    "fused+rerank-blend": {"rerank": True, "second_stage": "blend"},  # rerank + 0.5 x fused (before the 8th session)
+    "fused+rerank-blend1": {"rerank": True, "second_stage": "blend", "rerank_blend": 1.0},
+    "fused+rerank-only": {"rerank": True, "second_stage": "blend", "rerank_blend": 0.0},  # rerank score alone
+    "fused+rerank-blend3": {"rerank": True, "second_stage": "blend", "rerank_blend": 3.0},
     "fused-fixed": {"rerank": False, "margin_ref": 0.0},  # the dense weight fixed (before the keyword margin)
     "fused+rerank-fixed": {"rerank": True, "margin_ref": 0.0},
     "fused-dense0.43": {"rerank": False, "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}},  # before the fifth session
     "fused+rerank-dense0.43": {"rerank": True, "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}},
 }
 # evaluation-only rerank variants (states recomputed with the model, one factor swapped): rerank_variants.py
-CONFIGS.update({f"rr:{name}": {"rerank": True, "rerank_variant": name} for name in VARIANTS})
+CONFIGS.update({f"rr:{name}": {"rerank": True, "second_stage": "blend", "rerank_variant": name} for name in VARIANTS})
 
 
 def plain_bm25(engine: Engine) -> Callable[[str], list[str]]:
@@ -160,6 +162,7 @@ def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
         fusion=cfg.get("fusion", DEFAULTS.fusion), size_prior=cfg.get("size_prior", DEFAULTS.size_prior),
         dense_commits=cfg.get("dense_commits", DEFAULTS.dense_commits),
         margin_ref=cfg.get("margin_ref", DEFAULTS.margin_ref),
+        second_stage=cfg.get("second_stage", DEFAULTS.second_stage),
     )  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from ..index.build import store_for
 from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
-from . import render
+from . import features, learned, render
 from .dense import DenseLane
 from .fusion import FUSION_METHODS, MARGIN_REF, RRF_K, SIZE_PRIOR, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
@@ -38,6 +38,8 @@ TEXT_LANES = ("diff", "message", "path", "symbol")
 DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "symbol": 0.0, "path": 0.0}
 DEFAULT_FUSION = FUSION_METHODS[0]
 DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
+SECOND_STAGES = ("learned", "blend")  # the first is the default
+TOKEN_CACHE_SIZE = 5000  # commits whose analysed text the learned second stage keeps (a few MB)
 Cancelled = Callable[[], bool]
 
 
@@ -64,6 +66,9 @@ class SearchOptions:
     dense_commits: str = DENSE_COMMIT_SCORES[0]  # dense lane's commit score: "centroid" or "best-file"
     # score fusion: dense weight x clip(1 + (ref - keyword margin) / ref, 0, 2); 0 = a fixed dense weight
     margin_ref: float = MARGIN_REF
+    # how reranked candidates are ordered: "learned" (the linear model of search/learned.py over the rerank score,
+    # the fused score and whole-commit features) or "blend" (rerank + rerank_blend x fused, before the 8th session)
+    second_stage: str = SECOND_STAGES[0]
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:
@@ -77,6 +82,7 @@ class ModelConfig:
     reranker: str = "maxsim"  # maxsim | cross-encoder | none
     cross_encoder_dir: str | None = None
     dense: bool = True
+    second_stage_path: str | None = None  # a learned second-stage model other than the bundled one
 
 
 def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
@@ -104,6 +110,8 @@ class Engine:
         self._merges: tuple[Any, set[str]] | None = None
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
+        self._second_stage: learned.LinearRanker | str | None = None  # the model, or why it is unavailable
+        self._commit_tokens: dict[str, features.CommitTokens] = {}  # by sha: a commit's text never changes
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -157,6 +165,7 @@ class Engine:
             self.store.close()
             self._index = None
             self.dense.reset()
+            self._commit_tokens.clear()  # a rebuild may store other excerpts (options changed)
             self._generation = generation
 
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
@@ -216,8 +225,8 @@ class Engine:
             if not self.store.exists() or info.get("head") is None:
                 meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
                 return {"query": query, "results": [], "_meta": meta}
-            fused, lanes_used = self._fused(query, opts, allowed, meta, cancelled)
-            results = self._finish(query, fused, opts, meta, cancelled)
+            fused, lanes_used, dense_scores = self._fused(query, opts, allowed, meta, cancelled)
+            results = self._finish(query, fused, dense_scores, opts, meta, cancelled)
         meta["lanes"] = lanes_used
         if not results and hint is None:
             meta["hint"] = "no matching commits; try other words, fewer filters, or `backstory status`"
@@ -251,7 +260,7 @@ class Engine:
                 commit_scores["dense"] = by_commit
         return rankings, commit_scores
 
-    def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str]]:  # type: ignore[no-untyped-def]
+    def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str], dict[str, float]]:  # type: ignore[no-untyped-def]
         scored, commit_scores = self.lane_rankings(query, opts, allowed, meta)
         if cancelled and cancelled():
             raise SearchCancelled
@@ -274,7 +283,7 @@ class Engine:
             commit_scores=commit_scores,
             margin_ref=opts.margin_ref,
         )
-        return fused, list(rankings)
+        return fused, list(rankings), commit_scores.get("dense", {})
 
     def _commit_sizes(self, shas: list[str]) -> dict[str, int]:
         """Indexed hunks per commit (the catalogue's count), for the commit-size prior."""
@@ -285,11 +294,12 @@ class Engine:
             out.update(self.store.db.execute(f"SELECT sha, n_hunks FROM commits WHERE sha IN ({marks})", chunk))
         return out
 
-    def _finish(self, query, fused, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    def _finish(self, query, fused, dense_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         top = fused[: max(opts.k, opts.rerank_top if opts.rerank else opts.k)]
         commits = render.commit_rows(self.store.db, [c.sha for c in top])
         scores = {c.sha: c.fused for c in top}
         rerank_scores: dict[str, float] = {}
+        learned_scores: dict[str, float] = {}
         if opts.rerank and top:
             if cancelled and cancelled():
                 raise SearchCancelled
@@ -299,6 +309,9 @@ class Engine:
                 meta["warnings"].append(warning)
             if rerank_scores:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
+                if opts.second_stage == "learned":
+                    learned_scores = self._learned(query, top, rerank_scores, dense_scores, meta)
+                    scores = learned_scores or scores
         now = time.time()
         final: list[tuple[float, str, float]] = []
         for c in top:
@@ -314,10 +327,45 @@ class Engine:
                 "lanes": c.lanes,
                 "fused": round(c.fused, 6),
                 "rerank": rerank_scores.get(sha),
+                "learned": learned_scores.get(sha),
                 "recency": round(factor, 4),
             }
             out.append(render.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
         return out
+
+    def second_stage(self) -> learned.LinearRanker | None:
+        """The learned second-stage model, loaded once; None (with the reason kept) when it is unavailable."""
+        if self._second_stage is None:
+            try:
+                self._second_stage = learned.load(self.models.second_stage_path)
+            except learned.SecondStageUnavailable as e:
+                self._second_stage = str(e)
+        return self._second_stage if isinstance(self._second_stage, learned.LinearRanker) else None
+
+    def candidate_features(
+        self, query: str, top: list[FusedCommit], rerank: dict[str, float], dense_scores: dict[str, float]
+    ) -> list[list[float]]:
+        """:data:`.features.FEATURES` of each candidate, in ``top``'s order."""
+        searcher = self._text_index().searcher()
+        q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
+        if len(self._commit_tokens) > TOKEN_CACHE_SIZE:  # bounded; results do not depend on what is cached
+            self._commit_tokens.clear()
+        texts = features.gather(self.store.db, [c.sha for c in top], q, self._commit_tokens)
+        return [
+            features.feature_row(
+                q, texts[c.sha], c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0), c.lanes.get("dense")
+            )
+            for c in top
+        ]
+
+    def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
+        """Candidates' learned second-stage scores, or {} (with a warning) when the model is unavailable."""
+        model = self.second_stage()
+        if model is None:
+            meta["warnings"].append(f"{self._second_stage}; ordering by rerank + fused score instead")
+            return {}
+        rows = self.candidate_features(query, top, rerank, dense_scores)
+        return dict(zip((c.sha for c in top), model.score(rows), strict=True))
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))

@@ -1,0 +1,200 @@
+"""What the learned second stage knows about each candidate commit: signals the pipeline already computed
+(fused score, MaxSim, dense centroid) and whole-commit text statistics the hunk-level lanes cannot see.
+
+Why whole-commit statistics: every lane scores hunks (or files) and a commit inherits its best one, so a
+commit whose changes match the query *across* several hunks, or that only matches in context lines or in
+removed code, looks the same as one that matches once. The second stage reads the candidate's hunks again
+(at most :data:`MAX_HUNKS` of them, so one huge commit costs no more than that) and counts query terms in
+added, removed and context lines, in paths and symbols, and the query's identifier-like words verbatim.
+
+The split between :func:`gather` (catalogue and index reads) and :func:`feature_rows` (pure arithmetic) keeps
+the arithmetic unit-testable and lets the training tool record exactly the rows the engine scores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+
+from ..index.analyzer import build_analyzer, code_text, query_terms
+
+#: Order matters: the learned model's weights are stored against these names (models/data/second_stage.json).
+FEATURES = (
+    "fused",  # the first stage's fused score
+    "maxsim",  # the MaxSim rerank score (0 without one)
+    "centroid",  # cosine of the commit's dense centroid (0 when the dense lane did not score it)
+    "log_hunks",  # ln(1 + hunks in the commit)
+    "log_files",  # ln(1 + files in the commit)
+    "cover",  # idf-weighted share of the query's terms anywhere in the commit's excerpts (context included)
+    "cover_names",  # ... in its paths and touched symbols
+    "docs_share",  # share of its files that are docs, changelogs or READMEs
+    "dense_rank",  # 1 / (1 + the commit's rank in the dense lane), 0 when absent
+    "cover_removed",  # idf-weighted share of the query's terms in removed lines
+    "bm25_changed",  # BM25 of the query over all changed lines of the commit, as one document
+    "log_changed",  # ln(1 + changed tokens)
+    "identifiers",  # share of the query's identifier-like words found verbatim in changed lines
+    "added_share",  # (added + 1) / (changed + 2) tokens
+    "docs_only",  # 1 when every file is documentation
+)
+MAX_HUNKS = 40
+BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
+DOCS = re.compile(
+    r"(^|/)(docs?|documentation)/|(^|/)(CHANGES|CHANGELOG|HISTORY|NEWS|AUTHORS|README)[^/]*$|\.(md|rst|txt|adoc)$",
+    re.IGNORECASE,
+)
+_IDENT = re.compile(r"[_.]|[a-z][A-Z]|\(|\d")
+_STRIP = ".,:;()`'\""
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    terms: tuple[str, ...]  # the code lanes' terms (change verbs dropped)
+    all_terms: tuple[str, ...]  # every term, change verbs too
+    idf: Mapping[str, float]  # for all_terms, from the diff field's document frequencies
+    identifiers: tuple[str, ...]  # words that look like code: set_next(), LRUCache.copy, 3.5.0, camelCase
+
+
+@dataclass
+class CommitText:
+    """Query-term statistics of one commit's (first :data:`MAX_HUNKS`) hunks."""
+
+    n_hunks: int
+    files: list[str]
+    tf: dict[str, dict[str, int]] = field(default_factory=lambda: {"add": {}, "rem": {}, "ctx": {}})
+    length: dict[str, int] = field(default_factory=lambda: {"add": 0, "rem": 0, "ctx": 0})
+    seen: set[str] = field(default_factory=set)  # query terms anywhere in the excerpts
+    seen_names: set[str] = field(default_factory=set)  # query terms in paths and symbols
+    identifiers: set[str] = field(default_factory=set)  # identifier-like words found in changed lines
+
+
+@dataclass(frozen=True)
+class CommitTokens:
+    """A commit's analysed text, independent of any query (so a long-lived engine caches it by sha)."""
+
+    n_hunks: int
+    files: tuple[str, ...]
+    counts: dict[str, Counter[str]]  # "add" / "rem" / "ctx" -> term counts
+    headers: frozenset[str]  # terms of the hunk headers' function context (the text after "@@ ... @@")
+    names: frozenset[str]  # terms of paths and touched symbols
+    changed: str  # the changed lines as written, for verbatim identifier matches
+
+
+def identifiers(query: str) -> tuple[str, ...]:
+    words = (w.strip(_STRIP) for w in query.split())
+    return tuple(dict.fromkeys(w for w in words if len(w) > 2 and _IDENT.search(w)))
+
+
+def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> QueryInfo:
+    """The query's terms and their BM25 idf (``doc_freq``: documents of the diff field holding a term)."""
+    terms = tuple(query_terms(query, drop_change_verbs=True))
+    all_terms = tuple(query_terms(query))
+    idf = {t: math.log(1 + (n_docs - (df := doc_freq(t)) + 0.5) / (df + 0.5)) for t in dict.fromkeys(all_terms + terms)}
+    return QueryInfo(terms, all_terms, idf, identifiers(query))
+
+
+_ANALYZER = None
+
+
+def _analyze(text: str) -> list[str]:
+    global _ANALYZER
+    if _ANALYZER is None:
+        _ANALYZER = build_analyzer()
+    return list(_ANALYZER.analyze(code_text(text)))
+
+
+def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
+    """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
+    row = db.execute("SELECT n_hunks FROM commits WHERE sha=?", (sha,)).fetchone()
+    files = tuple(r[0] for r in db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,)))
+    lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": [], "hdr": []}
+    names: list[str] = []
+    hunks = db.execute("SELECT path, excerpt, symbols FROM hunks WHERE sha=? ORDER BY uid LIMIT ?", (sha, MAX_HUNKS))
+    for path, excerpt, symbols in hunks:
+        names += [path, *(s[0] for s in json.loads(symbols))]
+        for line in excerpt.split("\n"):
+            if line.startswith("@@"):
+                lines["hdr"].append(line.rpartition("@@")[2])
+            else:
+                lines["add" if line.startswith("+") else "rem" if line.startswith("-") else "ctx"].append(line[1:])
+    return CommitTokens(
+        n_hunks=int(row[0]) if row else 0,
+        files=files,
+        counts={kind: Counter(_analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
+        headers=frozenset(_analyze("\n".join(lines["hdr"]))),
+        names=frozenset(_analyze(" ".join(names))),
+        changed="\n".join(lines["add"] + lines["rem"]),
+    )
+
+
+def commit_text(tokens: CommitTokens, q: QueryInfo) -> CommitText:
+    """The query's view of one commit: its terms' counts per line kind, where they occur, its identifiers."""
+    wanted = dict.fromkeys(q.all_terms + q.terms)
+    ct = CommitText(n_hunks=tokens.n_hunks, files=list(tokens.files))
+    for kind, counts in tokens.counts.items():
+        ct.tf[kind] = {t: counts[t] for t in wanted if counts[t]}
+        ct.length[kind] = counts.total()
+        ct.seen.update(ct.tf[kind])
+    ct.seen.update(t for t in wanted if t in tokens.headers)
+    ct.seen_names = {t for t in wanted if t in tokens.names}
+    ct.identifiers = {i for i in q.identifiers if i in tokens.changed}
+    return ct
+
+
+def gather(
+    db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: MutableMapping[str, CommitTokens] | None = None
+) -> dict[str, CommitText]:
+    """:func:`commit_text` of each commit, reading through ``cache`` (sha -> :class:`CommitTokens`) if given."""
+    out: dict[str, CommitText] = {}
+    for sha in shas:
+        tokens = cache.get(sha) if cache is not None else None
+        if tokens is None:
+            tokens = commit_tokens(db, sha)
+            if cache is not None:
+                cache[sha] = tokens
+        out[sha] = commit_text(tokens, q)
+    return out
+
+
+def feature_row(
+    q: QueryInfo, ct: CommitText, fused: float, maxsim: float, centroid: float, dense_rank: int | None
+) -> list[float]:
+    """One candidate's features, in :data:`FEATURES` order."""
+    total = sum(q.idf[t] for t in q.terms) or 1.0
+
+    def cover(present: Callable[[str], bool]) -> float:
+        return sum(q.idf[t] for t in q.terms if present(t)) / total
+
+    add, rem = ct.tf["add"], ct.tf["rem"]
+    changed = {t: add.get(t, 0) + rem.get(t, 0) for t in q.all_terms}
+    n_changed = ct.length["add"] + ct.length["rem"]
+    files = ct.files or [""]
+    docs = sum(bool(DOCS.search(f)) for f in files) / len(files)
+    return [
+        fused,
+        maxsim,
+        centroid,
+        math.log1p(ct.n_hunks),
+        math.log1p(len(ct.files)),
+        cover(lambda t: t in ct.seen),
+        cover(lambda t: t in ct.seen_names),
+        docs,
+        1.0 / (1 + dense_rank) if dense_rank is not None else 0.0,
+        cover(lambda t: rem.get(t, 0) > 0),
+        bm25(changed, q.idf, n_changed),
+        math.log1p(n_changed),
+        len(ct.identifiers) / len(q.identifiers) if q.identifiers else 0.0,
+        (ct.length["add"] + 1) / (n_changed + 2),
+        float(docs == 1.0),
+    ]
+
+
+def bm25(tf: Mapping[str, int], idf: Mapping[str, float], length: int) -> float:
+    """Okapi BM25 of one document (term frequencies ``tf``, ``length`` tokens); the average length is a fixed
+    :data:`BM25_AVG_LEN` because a candidate list is too small to estimate it."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / BM25_AVG_LEN)
+    return sum(idf[t] * f * (BM25_K1 + 1) / (f + norm) for t, f in sorted(tf.items()) if f > 0)

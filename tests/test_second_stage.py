@@ -1,0 +1,146 @@
+"""The learned second stage: its features (pure arithmetic, and gathered from a real catalogue) and its model
+file (the bundled one, and every way a user-provided one can be wrong)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from backstory.history.repo import open_repo
+from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.search import features, learned
+from backstory.search.features import FEATURES, CommitText, QueryInfo, feature_row
+from gitrepo import GitRepo
+
+HELD_OUT = {"jinja", "commander.js", "bat"}  # docs/benchmarks.md reports these as never trained on
+
+
+def f(row: list[float], name: str) -> float:
+    return row[FEATURES.index(name)]
+
+
+def test_identifiers_are_the_query_words_that_look_like_code() -> None:
+    got = features.identifiers("Fix TracebackFrameProxy.set_next() on Python 3.7 for `make_attrgetter`, camelCase")
+    assert got == ("TracebackFrameProxy.set_next", "3.7", "make_attrgetter", "camelCase")
+    assert features.identifiers("Clarified the loop docs") == ()
+
+
+def test_bm25_of_one_document() -> None:
+    # one occurrence in a document of average length scores exactly the idf
+    assert features.bm25({"retry": 1}, {"retry": 2.0}, int(features.BM25_AVG_LEN)) == pytest.approx(2.0)
+    # saturation: ten occurrences score less than ten times one; a longer document scores less
+    assert features.bm25({"retry": 10}, {"retry": 2.0}, 200) < 10 * 2.0
+    assert features.bm25({"retry": 1}, {"retry": 2.0}, 2000) < features.bm25({"retry": 1}, {"retry": 2.0}, 20)
+    assert features.bm25({"retry": 0}, {"retry": 2.0}, 20) == 0.0
+
+
+def test_feature_row_arithmetic() -> None:
+    q = QueryInfo(
+        terms=("retri", "backoff"), all_terms=("add", "retri", "backoff"),
+        idf={"add": 0.1, "retri": 3.0, "backoff": 1.0}, identifiers=("time.sleep", "3.7"),
+    )  # fmt: skip
+    ct = CommitText(n_hunks=3, files=["net/retry.py", "CHANGES.rst"])
+    ct.tf["add"] = {"retri": 2}
+    ct.tf["rem"] = {"backoff": 1}
+    ct.length = {"add": 8, "rem": 2, "ctx": 30}
+    ct.seen = {"retri", "backoff"}
+    ct.seen_names = {"retri"}
+    ct.identifiers = {"time.sleep"}
+    row = feature_row(q, ct, fused=1.5, maxsim=0.6, centroid=0.4, dense_rank=1)
+    assert len(row) == len(FEATURES)
+    assert (f(row, "fused"), f(row, "maxsim"), f(row, "centroid")) == (1.5, 0.6, 0.4)
+    assert f(row, "log_hunks") == pytest.approx(math.log(4)) and f(row, "log_files") == pytest.approx(math.log(3))
+    assert f(row, "cover") == 1.0 and f(row, "cover_names") == pytest.approx(0.75)
+    assert f(row, "cover_removed") == pytest.approx(0.25)
+    assert f(row, "docs_share") == 0.5 and f(row, "docs_only") == 0.0
+    assert f(row, "dense_rank") == 0.5
+    assert f(row, "identifiers") == 0.5
+    assert f(row, "log_changed") == pytest.approx(math.log(11)) and f(row, "added_share") == pytest.approx(9 / 12)
+    assert f(row, "bm25_changed") > 0
+    absent = feature_row(q, CommitText(n_hunks=1, files=["docs/a.md"]), 0.0, 0.0, 0.0, None)
+    assert f(absent, "dense_rank") == 0.0 and f(absent, "docs_only") == 1.0 and f(absent, "cover") == 0.0
+
+
+def test_gather_counts_query_terms_by_line_kind_in_a_real_catalogue(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("Start", {"jobs/poll.py": "import time\n\ndef poll(job):\n    return job.result()\n"})
+    sha = repo.commit(
+        "Back off",
+        {"jobs/poll.py": "import time\n\ndef poll(job):\n    time.sleep(1)\n    return job.result()\n"},
+    )
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    store = store_for(open_repo(repo.path))
+    q = features.query_info("use time.sleep in poll", lambda t: 1, 10)
+    assert q.identifiers == ("time.sleep",)
+    ct = features.gather(store.db, [sha], q)[sha]
+    assert ct.n_hunks == 1 and ct.files == ["jobs/poll.py"]
+    assert ct.tf["add"].get("sleep") == 1 and not ct.tf["rem"]
+    assert ct.tf["ctx"].get("poll", 0) >= 1  # the def line is context
+    assert "poll" in ct.seen_names  # the path and the touched symbol
+    assert ct.identifiers == {"time.sleep"}
+    assert ct.length["add"] > 0 and ct.length["rem"] == 0
+
+
+def test_gather_reads_at_most_max_hunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("Start", {f"m{i}.py": f"x{i} = 0\n" for i in range(5)})
+    sha = repo.commit("Bump all", {f"m{i}.py": f"x{i} = 1\n" for i in range(5)})
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    store = store_for(open_repo(repo.path))
+    q = features.query_info("bump", lambda t: 1, 10)
+    every = features.gather(store.db, [sha], q)[sha]
+    monkeypatch.setattr(features, "MAX_HUNKS", 2)
+    capped = features.gather(store.db, [sha], q)[sha]
+    assert capped.n_hunks == every.n_hunks == 5 and len(capped.files) == 5  # counts come from the catalogue
+    assert capped.length["add"] > 0 and capped.length["add"] * 5 == every.length["add"] * 2  # 2 of 5 alike hunks
+
+
+def test_linear_ranker_scores_the_logistic_of_standardised_features() -> None:
+    n = len(FEATURES)
+    ranker = learned.LinearRanker("t", FEATURES, (1.0,) * n, (2.0,) * n, (1.0,) + (0.0,) * (n - 1), bias=0.5)
+    rows = [[1.0] * n, [3.0] + [9.0] * (n - 1), [-1e9] + [0.0] * (n - 1)]
+    got = ranker.score(rows)
+    assert got[0] == pytest.approx(1 / (1 + math.exp(-0.5)))
+    assert got[1] == pytest.approx(1 / (1 + math.exp(-1.5)))
+    assert 0.0 <= got[2] < 1e-20  # clipped, no overflow
+    assert learned.parse(ranker.to_json()) == ranker
+
+
+def test_bundled_model_loads_and_was_not_trained_on_the_held_out_histories() -> None:
+    model = learned.load()
+    assert model.features == FEATURES
+    data = json.loads((Path(learned.__file__).parents[1] / "models" / "data" / learned.MODEL_FILE).read_text())
+    assert data["trained_on"] and not HELD_OUT & set(data["trained_on"])
+    assert model.weights[FEATURES.index("maxsim")] > 0 and model.weights[FEATURES.index("fused")] > 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "unreadable"),
+        ("not json", "unreadable"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"name": "x"}', "malformed"),
+        ("SWAPPED", "expects features"),
+        ("ZERO_SCALE", "non-positive scale"),
+        ("NAN_WEIGHT", "non-finite"),
+        ("SHORT", "one value per feature"),
+    ],
+)
+def test_a_broken_model_file_says_what_is_wrong(tmp_path: Path, content: str | None, message: str) -> None:
+    good = learned.load().to_json()
+    n = len(FEATURES)
+    variants = {
+        "SWAPPED": {**good, "features": [FEATURES[1], FEATURES[0], *FEATURES[2:]]},
+        "ZERO_SCALE": {**good, "scale": [0.0] * n},
+        "NAN_WEIGHT": {**good, "weights": [float("nan")] * n},
+        "SHORT": {**good, "mean": [0.0] * (n - 1)},
+    }
+    path = tmp_path / "model.json"
+    if content is not None:
+        path.write_text(json.dumps(variants[content]) if content in variants else content)
+    with pytest.raises(learned.SecondStageUnavailable, match=message):
+        learned.load(path)

@@ -1,0 +1,58 @@
+"""Training rows for the learned second stage from one history: per commit-subject query, the feature rows
+(``search.features``) of the candidates the shipped first stage + MaxSim rerank hand it, and which is right.
+
+usage: python second_stage_rows.py NAME REPO INDEX_DIR OUT_DIR [--queries 400] [--test 200] [--seed 1]
+       [--model DIR]
+
+INDEX_DIR holds a backstory index of REPO built with ``--no-messages``, its dense phase done with the default
+model. The engine computes the rows itself (``Engine.candidate_features``), so training sees exactly what
+search scores. Queries are drawn as the evaluation draws them, after its first ``--test`` (pass ``--test 0``
+for a history that is never evaluated). Writes OUT_DIR/NAME.rows.json.
+"""
+
+import json
+
+from pairs import history_parser
+
+from backstory.evaluate import CONFIGS, options_for, sample
+from backstory.search.engine import Engine, ModelConfig
+
+
+def main() -> None:
+    ap = history_parser()
+    ap.add_argument("--queries", type=int, default=400)
+    ap.add_argument("--model", help="the embedding model the index was built with, when not the default")
+    args = ap.parse_args()
+    engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim", model_path=args.model))
+    seen: dict = {}
+    rerank, finish = engine.dense.rerank, engine._finish
+
+    def record_rerank(query, top, commits, no_messages):
+        out = rerank(query, top, commits, no_messages)
+        seen["rerank"], seen["top"] = out[0], top
+        return out
+
+    def record_finish(query, fused, dense_scores, opts, meta, cancelled):
+        seen["dense"] = dense_scores
+        return finish(query, fused, dense_scores, opts, meta, cancelled)
+
+    engine.dense.rerank = record_rerank
+    engine._finish = record_finish
+    opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend"}, 20)
+    groups = []
+    for subject, sha in sample(args.repo, engine, 10**9, args.seed)[args.test : args.test + args.queries]:
+        seen.clear()
+        engine.search(subject, opts)
+        if "rerank" not in seen:
+            continue
+        top = seen["top"]
+        rows = engine.candidate_features(subject, top, seen["rerank"], seen["dense"])
+        groups.append({"query": subject, "sha": sha, "candidates": [c.sha for c in top], "rows": rows})
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.rows.json").write_text(json.dumps({"name": args.name, "groups": groups}))
+    found = sum(g["sha"] in g["candidates"] for g in groups)
+    print(args.name, len(groups), "queries,", found, "with the right commit among the candidates")
+
+
+if __name__ == "__main__":
+    main()
