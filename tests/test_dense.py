@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -19,7 +20,9 @@ from backstory.index.dense_build import embed_pending
 from backstory.index.store import StoreError
 from backstory.index.text_index import Filters
 from backstory.models import Embedder, resolve_model
+from backstory.search import learned
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.search.features import FEATURES
 from gitrepo import GitRepo, fast_history, kill_dense_phase
 from onnx_fixtures import write_cross_encoder
 
@@ -108,10 +111,51 @@ def test_learned_second_stage_orders_the_reranked_candidates(dense_repo, embedde
     assert hits[0]["commit"]["sha"] == shas["b"]
     assert all(0.0 < h["why"]["learned"] < 1.0 for h in hits)
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    assert result["_meta"]["second_stage"] == "learned"
     blend = engine.search(query, SearchOptions(second_stage="blend"))
-    assert all(h["why"]["learned"] is None for h in blend["results"])
+    assert all(h["why"]["learned"] is None for h in blend["results"]) and blend["_meta"]["second_stage"] == "blend"
     again = engine.search(query, SearchOptions())["results"]
     assert [(h["commit"]["sha"], h["score"]) for h in again] == [(h["commit"]["sha"], h["score"]) for h in hits]
+
+
+def test_learned_weights_decide_the_order(dense_repo, embedder, tmp_path) -> None:
+    """A model that values a *low* MaxSim turns the reranked order upside down."""
+    path, _ = dense_repo
+    query = "poll the job, write csv rows, format iso dates"
+    n = len(FEATURES)
+    contrarian = learned.LinearRanker(
+        "contrarian", FEATURES, (0.0,) * n, (1.0,) * n, tuple(-5.0 if f == "maxsim" else 0.0 for f in FEATURES)
+    )
+    model = tmp_path / "contrarian.json"
+    model.write_text(json.dumps(contrarian.to_json()))
+    hits = _engine(path, embedder, second_stage_path=str(model)).search(query, SearchOptions())["results"]
+    reranks = [h["why"]["rerank"] for h in hits]
+    assert len(set(reranks)) >= 3 and reranks == sorted(reranks)  # lowest MaxSim first
+    blend = _engine(path, embedder).search(query, SearchOptions(second_stage="blend"))["results"]
+    assert [h["commit"]["sha"] for h in blend] != [h["commit"]["sha"] for h in hits]
+
+
+def test_learned_stage_only_over_the_pipeline_it_was_fitted_on(dense_repo, embedder) -> None:
+    path, _ = dense_repo
+    engine = _engine(path, embedder)
+    query = "wait longer each time until the job is done"
+    for opts in (
+        SearchOptions(fusion="rrf"),
+        SearchOptions(lanes=("diff", "dense")),
+        SearchOptions(dense_commits="best-file"),
+        SearchOptions(weights={"diff": 1.0, "message": 1.0, "dense": 0.0}),
+    ):
+        result = engine.search(query, opts)
+        assert result["_meta"]["second_stage"] == "blend", opts
+        assert all(h["why"]["learned"] is None for h in result["results"])
+    assert engine.search(query, SearchOptions(rerank=False))["_meta"]["second_stage"] is None
+    with pytest.raises(ValueError, match="unknown second stage"):
+        engine.search(query, SearchOptions(second_stage="Learned"))
+    # fitted on another embedding model's scores: the blend, silently (the _meta says which ran)
+    other = learned.load()
+    engine._second_stage = dataclasses.replace(other, embedding_model="some-other-model")
+    result = engine.search(query, SearchOptions())
+    assert result["_meta"]["second_stage"] == "blend" and not result["_meta"]["warnings"]
 
 
 def test_broken_second_stage_model_falls_back_to_the_blend(dense_repo, embedder, tmp_path) -> None:
@@ -134,6 +178,8 @@ def test_cross_encoder_reranker_from_directory(dense_repo, embedder, tmp_path) -
     result = engine.search("poll the job", SearchOptions())
     assert result["_meta"]["rerank"] == "cross-encoder"
     assert all(isinstance(r["why"]["rerank"], float) for r in result["results"])
+    # the learned second stage was fitted on MaxSim scores, so a cross-encoder's are blended instead
+    assert all(r["why"]["learned"] is None for r in result["results"]) and not result["_meta"]["warnings"]
 
 
 def test_missing_model_keeps_keyword_lanes(dense_repo, tmp_path) -> None:

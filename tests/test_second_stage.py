@@ -12,6 +12,7 @@ import pytest
 from backstory.history.repo import open_repo
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.search import features, learned
+from backstory.search.engine import Engine, ModelConfig
 from backstory.search.features import FEATURES, CommitText, QueryInfo, feature_row
 from gitrepo import GitRepo
 
@@ -26,6 +27,31 @@ def test_identifiers_are_the_query_words_that_look_like_code() -> None:
     got = features.identifiers("Fix TracebackFrameProxy.set_next() on Python 3.7 for `make_attrgetter`, camelCase")
     assert got == ("TracebackFrameProxy.set_next", "3.7", "make_attrgetter", "camelCase")
     assert features.identifiers("Clarified the loop docs") == ()
+
+
+def test_identifiers_match_verbatim_not_inside_longer_names_or_numbers() -> None:
+    assert features.verbatim("set_next", "frame.set_next(tb)") and features.verbatim("3.7", "python_requires >= 3.7")
+    assert not features.verbatim("set_next", "reset_next()") and not features.verbatim("set_next", "set_next_frame")
+    assert not features.verbatim("3.7", "13.7") and not features.verbatim("3.7", "3.70")
+    assert not features.verbatim("3.7", "3.7.1")
+    assert features.verbatim("LRUCache.copy", "self.LRUCache.copy()") and features.verbatim("a.b", "end a.b.")
+
+
+def test_token_cache_keeps_the_most_recently_used(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    shas = [repo.commit(f"c{i}", {f"f{i}.py": f"v{i} = {i}\n"}) for i in range(3)]
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    db = store_for(open_repo(repo.path)).db
+    cache = features.TokenCache(size=2)
+    first = cache.get(db, shas[0])
+    cache.get(db, shas[1])
+    assert cache.get(db, shas[0]) is first  # a hit, and now the most recent
+    cache.get(db, shas[2])  # evicts shas[1], the least recently used
+    assert len(cache) == 2 and cache.get(db, shas[0]) is first
+    q = features.query_info("v0 value", lambda t: 1, 10)
+    assert features.gather(db, shas, q, cache) == features.gather(db, shas, q)  # the cache never changes results
+    cache.clear()
+    assert len(cache) == 0
 
 
 def test_bm25_of_one_document() -> None:
@@ -144,3 +170,17 @@ def test_a_broken_model_file_says_what_is_wrong(tmp_path: Path, content: str | N
         path.write_text(json.dumps(variants[content]) if content in variants else content)
     with pytest.raises(learned.SecondStageUnavailable, match=message):
         learned.load(path)
+
+
+def test_a_rebuild_forgets_the_engines_cached_commit_text(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    sha = repo.commit("Start", {"a.py": "x = 1\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
+        engine.freshness()
+        engine._commit_tokens.get(engine.store.db, sha)
+        engine.freshness()  # same index: kept
+        assert len(engine._commit_tokens) == 1
+        index_repository(repo.path, options=BuildOptions(no_messages=True), rebuild=True)
+        engine.freshness()  # another generation: excerpts may differ now
+        assert len(engine._commit_tokens) == 0

@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         if queries:
             res["query_fused_no_rerank"] = latency(lambda q: full.search(q, SearchOptions(rerank=False)), queries)
             res["query_fused_rerank20"] = latency(lambda q: full.search(q, SearchOptions(rerank_top=20)), queries)
+            # the same without the learned second stage (rerank + 0.5 x fused), to show what it costs
+            blend = SearchOptions(rerank_top=20, second_stage="blend")
+            res["query_fused_rerank20_blend"] = latency(lambda q: full.search(q, blend), queries)
     res["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     shutil.rmtree(keep.parent, ignore_errors=True)
     emit(res, args.out)

@@ -25,19 +25,20 @@ def main() -> None:
     args = ap.parse_args()
     engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim", model_path=args.model))
     seen: dict = {}
-    rerank, finish = engine.dense.rerank, engine._finish
+    rerank, fused = engine.dense.rerank, engine._fused
 
     def record_rerank(query, top, commits, no_messages):
         out = rerank(query, top, commits, no_messages)
         seen["rerank"], seen["top"] = out[0], top
         return out
 
-    def record_finish(query, fused, dense_scores, opts, meta, cancelled):
-        seen["dense"] = dense_scores
-        return finish(query, fused, dense_scores, opts, meta, cancelled)
+    def record_fused(query, opts, allowed, meta, cancelled):  # (candidates, lanes, dense commit scores)
+        out = fused(query, opts, allowed, meta, cancelled)
+        seen["dense"] = out[2]
+        return out
 
     engine.dense.rerank = record_rerank
-    engine._finish = record_finish
+    engine._fused = record_fused
     opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend"}, 20)
     groups = []
     for subject, sha in sample(args.repo, engine, 10**9, args.seed)[args.test : args.test + args.queries]:
@@ -49,7 +50,10 @@ def main() -> None:
         rows = engine.candidate_features(subject, top, seen["rerank"], seen["dense"])
         groups.append({"query": subject, "sha": sha, "candidates": [c.sha for c in top], "rows": rows})
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.rows.json").write_text(json.dumps({"name": args.name, "groups": groups}))
+    model_id = engine.dense.embedder().model_id
+    (args.out / f"{args.name}.rows.json").write_text(
+        json.dumps({"name": args.name, "model": model_id, "groups": groups})
+    )
     found = sum(g["sha"] in g["candidates"] for g in groups)
     print(args.name, len(groups), "queries,", found, "with the right commit among the candidates")
 

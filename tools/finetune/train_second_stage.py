@@ -13,6 +13,7 @@ history with a model fitted on the others. Writes the model in the JSON form ``l
 """
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -37,8 +38,8 @@ def load(paths: list[Path]) -> Data:
 
 def fit(data: Data, l2: float, steps: int, lr: float = 0.5) -> LinearRanker:
     x, y, spans = data
-    mean, scale = x.mean(0), x.std(0)
-    scale[scale < 1e-9] = 1.0
+    mean, scale = x.mean(0).round(6), x.std(0).round(6)
+    scale[scale < 1e-6] = 1.0  # a constant feature (and after rounding, as the file stores it, never 0)
     z = (x - mean) / scale
     spans = [(s, e) for s, e in spans if y[s:e].any()]
     w = np.zeros(len(FEATURES))
@@ -49,7 +50,7 @@ def fit(data: Data, l2: float, steps: int, lr: float = 0.5) -> LinearRanker:
             p = np.exp(logits - logits.max())
             grad += z[s:e].T @ (p / p.sum() - y[s:e])
         w -= lr * (grad / len(spans) + l2 * w)
-    return LinearRanker("second-stage-linear", FEATURES, tuple(mean.round(6)), tuple(scale.round(6)), tuple(w.round(6)))
+    return LinearRanker("second-stage-linear", FEATURES, tuple(mean), tuple(scale), tuple(w.round(6)))
 
 
 def mrr(scores: np.ndarray, data: Data) -> float:
@@ -86,7 +87,10 @@ def main() -> None:
             before, after = report(path.stem, model, load([path]))
             gains.append(after / before if before else 1.0)
         print(f"  mean gain {np.mean(gains):.3f}x, better on {sum(g > 1 for g in gains)}/{len(gains)}")
-    model = fit(load(args.rows), args.l2, args.steps)
+    models = {json.loads(p.read_text()).get("model") for p in args.rows}
+    if len(models) != 1 or None in models:
+        raise SystemExit(f"the rows come from different or unnamed embedding models: {sorted(map(str, models))}")
+    model = dataclasses.replace(fit(load(args.rows), args.l2, args.steps), embedding_model=models.pop())
     print("weights (on standardised features):")
     for name, w in zip(FEATURES, model.weights, strict=True):
         print(f"  {name:14s} {w:+.3f}")

@@ -39,7 +39,6 @@ DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "symbol": 0.0, "pa
 DEFAULT_FUSION = FUSION_METHODS[0]
 DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
 SECOND_STAGES = ("learned", "blend")  # the first is the default
-TOKEN_CACHE_SIZE = 5000  # commits whose analysed text the learned second stage keeps (a few MB)
 Cancelled = Callable[[], bool]
 
 
@@ -111,7 +110,7 @@ class Engine:
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
         self._second_stage: learned.LinearRanker | str | None = None  # the model, or why it is unavailable
-        self._commit_tokens: dict[str, features.CommitTokens] = {}  # by sha: a commit's text never changes
+        self._commit_tokens = features.TokenCache()
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -216,17 +215,20 @@ class Engine:
     ) -> dict[str, Any]:
         """Run the whole pipeline and return the JSON shape documented in docs/protocol.md."""
         opts = opts or SearchOptions()
+        if opts.second_stage not in SECOND_STAGES:
+            raise ValueError(f"unknown second stage {opts.second_stage!r}; choose one of {', '.join(SECOND_STAGES)}")
         started = time.perf_counter()
         with self._lock:
             info, allowed, hint = self.freshness()
             meta: dict[str, Any] = {
-                "repo": str(self.root), "index": info, "lanes": [], "rerank": None, "hint": hint, "warnings": [],
+                "repo": str(self.root), "index": info, "lanes": [], "rerank": None, "second_stage": None, "hint": hint,
+                "warnings": [],
             }  # fmt: skip
             if not self.store.exists() or info.get("head") is None:
                 meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
                 return {"query": query, "results": [], "_meta": meta}
             fused, lanes_used, dense_scores = self._fused(query, opts, allowed, meta, cancelled)
-            results = self._finish(query, fused, dense_scores, opts, meta, cancelled)
+            results = self._finish(query, fused, lanes_used, dense_scores, opts, meta, cancelled)
         meta["lanes"] = lanes_used
         if not results and hint is None:
             meta["hint"] = "no matching commits; try other words, fewer filters, or `backstory status`"
@@ -294,7 +296,7 @@ class Engine:
             out.update(self.store.db.execute(f"SELECT sha, n_hunks FROM commits WHERE sha IN ({marks})", chunk))
         return out
 
-    def _finish(self, query, fused, dense_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    def _finish(self, query, fused, lanes_used, dense_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         top = fused[: max(opts.k, opts.rerank_top if opts.rerank else opts.k)]
         commits = render.commit_rows(self.store.db, [c.sha for c in top])
         scores = {c.sha: c.fused for c in top}
@@ -309,7 +311,8 @@ class Engine:
                 meta["warnings"].append(warning)
             if rerank_scores:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
-                if opts.second_stage == "learned":
+                meta["second_stage"] = "blend"
+                if self._learned_applies(opts, lanes_used, name):
                     learned_scores = self._learned(query, top, rerank_scores, dense_scores, meta)
                     scores = learned_scores or scores
         now = time.time()
@@ -333,8 +336,27 @@ class Engine:
             out.append(render.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
         return out
 
+    def _learned_applies(self, opts: SearchOptions, lanes_used: list[str], reranker: str | None) -> bool:
+        """Whether the learned second stage may order this search's candidates.
+
+        Its weights were fitted on one pipeline's score distributions: score fusion with the default lane
+        weights, the dense lane's commit centroids and the bundled model's MaxSim. With RRF, explicit lanes,
+        the dense lane off, a cross-encoder or another embedding model (checked in :meth:`_learned`), its inputs
+        mean something else, so the blend orders instead (a user's own ``second_stage_path`` model is trusted
+        with any of them).
+        """
+        if opts.second_stage != "learned" or reranker is None:
+            return False
+        if self.models.second_stage_path is not None:
+            return True
+        return (
+            reranker == "maxsim" and opts.fusion == "score" and opts.lanes is None
+            and opts.dense_commits == "centroid" and "dense" in lanes_used
+        )  # fmt: skip
+
     def second_stage(self) -> learned.LinearRanker | None:
-        """The learned second-stage model, loaded once; None (with the reason kept) when it is unavailable."""
+        """The learned second-stage model, loaded once per engine (a file fixed later needs a new engine, i.e. a
+        server restart); None, with the reason kept, when it is unavailable."""
         if self._second_stage is None:
             try:
                 self._second_stage = learned.load(self.models.second_stage_path)
@@ -346,17 +368,16 @@ class Engine:
         self, query: str, top: list[FusedCommit], rerank: dict[str, float], dense_scores: dict[str, float]
     ) -> list[list[float]]:
         """:data:`.features.FEATURES` of each candidate, in ``top``'s order."""
-        searcher = self._text_index().searcher()
-        q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
-        if len(self._commit_tokens) > TOKEN_CACHE_SIZE:  # bounded; results do not depend on what is cached
-            self._commit_tokens.clear()
-        texts = features.gather(self.store.db, [c.sha for c in top], q, self._commit_tokens)
-        return [
-            features.feature_row(
-                q, texts[c.sha], c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0), c.lanes.get("dense")
-            )
-            for c in top
-        ]
+        with self._lock:  # the token cache, and the index snapshot the lanes searched
+            searcher = self._text_index().searcher()
+            q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
+            texts = features.gather(self.store.db, [c.sha for c in top], q, self._commit_tokens)
+            return [
+                features.feature_row(
+                    q, texts[c.sha], c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0), c.lanes.get("dense")
+                )
+                for c in top
+            ]
 
     def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
         """Candidates' learned second-stage scores, or {} (with a warning) when the model is unavailable."""
@@ -364,6 +385,11 @@ class Engine:
         if model is None:
             meta["warnings"].append(f"{self._second_stage}; ordering by rerank + fused score instead")
             return {}
+        emb = self.dense.embedder()
+        fitted_with = model.embedding_model
+        if self.models.second_stage_path is None and fitted_with and (emb is None or emb.model_id != fitted_with):
+            return {}  # its MaxSim and centroid scores come from another model
+        meta["second_stage"] = "learned"
         rows = self.candidate_features(query, top, rerank, dense_scores)
         return dict(zip((c.sha for c in top), model.score(rows), strict=True))
 

@@ -17,8 +17,8 @@ import json
 import math
 import re
 import sqlite3
-from collections import Counter
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..index.analyzer import build_analyzer, code_text, query_terms
@@ -79,7 +79,6 @@ class CommitTokens:
     n_hunks: int
     files: tuple[str, ...]
     counts: dict[str, Counter[str]]  # "add" / "rem" / "ctx" -> term counts
-    headers: frozenset[str]  # terms of the hunk headers' function context (the text after "@@ ... @@")
     names: frozenset[str]  # terms of paths and touched symbols
     changed: str  # the changed lines as written, for verbatim identifier matches
 
@@ -87,6 +86,12 @@ class CommitTokens:
 def identifiers(query: str) -> tuple[str, ...]:
     words = (w.strip(_STRIP) for w in query.split())
     return tuple(dict.fromkeys(w for w in words if len(w) > 2 and _IDENT.search(w)))
+
+
+def verbatim(word: str, text: str) -> bool:
+    """``word`` occurs in ``text`` as written and not inside a longer name or number (``set_next`` is not
+    found in ``reset_next``, ``3.7`` not in ``13.7`` or ``3.70``)."""
+    return re.search(rf"(?<!\w){re.escape(word)}(?![\w]|\.\w)", text) is not None
 
 
 def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> QueryInfo:
@@ -111,21 +116,18 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
     row = db.execute("SELECT n_hunks FROM commits WHERE sha=?", (sha,)).fetchone()
     files = tuple(r[0] for r in db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,)))
-    lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": [], "hdr": []}
+    lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
     names: list[str] = []
     hunks = db.execute("SELECT path, excerpt, symbols FROM hunks WHERE sha=? ORDER BY uid LIMIT ?", (sha, MAX_HUNKS))
     for path, excerpt, symbols in hunks:
         names += [path, *(s[0] for s in json.loads(symbols))]
         for line in excerpt.split("\n"):
-            if line.startswith("@@"):
-                lines["hdr"].append(line.rpartition("@@")[2])
-            else:
+            if not line.startswith("@@"):  # the excerpt's header: line numbers only
                 lines["add" if line.startswith("+") else "rem" if line.startswith("-") else "ctx"].append(line[1:])
     return CommitTokens(
         n_hunks=int(row[0]) if row else 0,
         files=files,
         counts={kind: Counter(_analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
-        headers=frozenset(_analyze("\n".join(lines["hdr"]))),
         names=frozenset(_analyze(" ".join(names))),
         changed="\n".join(lines["add"] + lines["rem"]),
     )
@@ -139,25 +141,43 @@ def commit_text(tokens: CommitTokens, q: QueryInfo) -> CommitText:
         ct.tf[kind] = {t: counts[t] for t in wanted if counts[t]}
         ct.length[kind] = counts.total()
         ct.seen.update(ct.tf[kind])
-    ct.seen.update(t for t in wanted if t in tokens.headers)
     ct.seen_names = {t for t in wanted if t in tokens.names}
-    ct.identifiers = {i for i in q.identifiers if i in tokens.changed}
+    ct.identifiers = {i for i in q.identifiers if verbatim(i, tokens.changed)}
     return ct
 
 
-def gather(
-    db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: MutableMapping[str, CommitTokens] | None = None
-) -> dict[str, CommitText]:
-    """:func:`commit_text` of each commit, reading through ``cache`` (sha -> :class:`CommitTokens`) if given."""
-    out: dict[str, CommitText] = {}
-    for sha in shas:
-        tokens = cache.get(sha) if cache is not None else None
+class TokenCache:
+    """The last ``size`` commits' :class:`CommitTokens` (least recently used out). A commit's text never
+    changes, so only a rebuild (other excerpt options) needs :meth:`clear`. Entries weigh ~3-250 KB (40 KB
+    typical), so the default 512 keeps ~20 MB: the candidates of the last couple of dozen queries, which is
+    what repeated searches and hovers over the same code reuse."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._items: OrderedDict[str, CommitTokens] = OrderedDict()
+
+    def get(self, db: sqlite3.Connection, sha: str) -> CommitTokens:
+        tokens = self._items.get(sha)
         if tokens is None:
-            tokens = commit_tokens(db, sha)
-            if cache is not None:
-                cache[sha] = tokens
-        out[sha] = commit_text(tokens, q)
-    return out
+            tokens = self._items[sha] = commit_tokens(db, sha)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        else:
+            self._items.move_to_end(sha)
+        return tokens
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def gather(
+    db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: TokenCache | None = None
+) -> dict[str, CommitText]:
+    """:func:`commit_text` of each commit, its text read through ``cache`` if given."""
+    return {sha: commit_text(cache.get(db, sha) if cache else commit_tokens(db, sha), q) for sha in shas}
 
 
 def feature_row(

@@ -8,7 +8,7 @@ histories that neither the embedding model nor the evaluation's held-out histori
 (``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md).
 
 Why linear: it ranked as well as gradient-boosted trees on held-out histories (docs/benchmarks.md), it is
-twenty multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
+fifteen multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
 The score is the logistic of the linear form, so it is positive (the recency nudge multiplies it) and
 between 0 and 1.
 """
@@ -40,6 +40,7 @@ class LinearRanker:
     scale: tuple[float, ...]
     weights: tuple[float, ...]
     bias: float = 0.0
+    embedding_model: str | None = None  # the model id whose MaxSim and centroid scores it was fitted on
 
     def score(self, rows: Sequence[Sequence[float]]) -> list[float]:
         """logistic(sum_i w_i x (x_i - mean_i) / scale_i + bias) per row, rounded to 9 places (deterministic)."""
@@ -54,7 +55,7 @@ class LinearRanker:
     def to_json(self, **extra: Any) -> dict[str, Any]:
         return {
             "name": self.name, "features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
-            "weights": list(self.weights), "bias": self.bias, **extra,
+            "weights": list(self.weights), "bias": self.bias, "embedding_model": self.embedding_model, **extra,
         }  # fmt: skip
 
 
@@ -69,6 +70,7 @@ def parse(data: dict[str, Any]) -> LinearRanker:
             scale=tuple(float(v) for v in data["scale"]),
             weights=tuple(float(v) for v in data["weights"]),
             bias=float(data.get("bias", 0.0)),
+            embedding_model=str(data["embedding_model"]) if data.get("embedding_model") else None,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SecondStageUnavailable(f"malformed second-stage model ({e!r})") from None
