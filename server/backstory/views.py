@@ -18,6 +18,8 @@ def _why(why: dict[str, Any]) -> str:
     parts = [lanes or "-"]
     if why.get("rerank") is not None:
         parts.append(f"rerank {why['rerank']:.3f}")
+    if why.get("learned") is not None:
+        parts.append(f"learned {why['learned']:.3f}")
     return "; ".join(parts)
 
 

@@ -94,7 +94,7 @@ export function formatLanes(lanes: Lanes | undefined): string {
     .join(", ");
 }
 
-/** Why a result matched: "EXACT · changed `f`" or "INFERRED · diff #1, message #2 · rerank 0.71". */
+/** Why a result matched: "EXACT · changed `f`" or "INFERRED · diff #1, message #2 · rerank 0.71 · learned 0.83". */
 export function formatWhy(item: ResultItem, symbolName?: string): string {
   const provenance = (item.provenance ?? "INFERRED").toUpperCase();
   const parts = [provenance];
@@ -105,6 +105,7 @@ export function formatWhy(item: ResultItem, symbolName?: string): string {
   const lanes = formatLanes(item.why?.lanes);
   if (lanes) parts.push(lanes);
   if (typeof item.why?.rerank === "number") parts.push(`rerank ${item.why.rerank.toFixed(2)}`);
+  if (typeof item.why?.learned === "number") parts.push(`learned ${item.why.learned.toFixed(2)}`);
   return parts.join(" · ");
 }
 

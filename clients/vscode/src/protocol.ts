@@ -63,6 +63,7 @@ export interface Why {
   lanes?: Lanes;
   fused?: number | null;
   rerank?: number | null;
+  learned?: number | null;
   recency?: number | null;
 }
 

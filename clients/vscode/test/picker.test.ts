@@ -121,6 +121,11 @@ describe("why it matched", () => {
     assert.equal(formatWhy(exact, "fetch_with_retry"), "EXACT · changed `fetch_with_retry`");
     assert.equal(formatWhy(exact), "EXACT · symbol history");
   });
+  it("adds the learned second stage's score when it ordered the results", () => {
+    const why = { lanes: { diff: 1 }, rerank: 0.5, learned: 0.834 };
+    assert.equal(formatWhy(item({ why })), "INFERRED · diff #1 · rerank 0.50 · learned 0.83");
+  });
+
   it("omits rerank when it was off", () => {
     assert.equal(formatWhy(item({ why: { lanes: { message: 1 }, rerank: null } })), "INFERRED · message #1");
   });
