@@ -52,6 +52,8 @@ def test_token_cache_keeps_the_most_recently_used(tmp_path: Path) -> None:
     assert features.gather(db, shas, q, cache) == features.gather(db, shas, q)  # the cache never changes results
     cache.clear()
     assert len(cache) == 0
+    features.gather(db, shas[:2], q, cache)  # an empty cache is filled too
+    assert len(cache) == 2
 
 
 def test_bm25_of_one_document() -> None:

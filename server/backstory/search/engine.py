@@ -1,4 +1,5 @@
-"""The search pipeline: lanes -> fusion (normalised scores, or RRF) -> rerank -> recency -> commits.
+"""The search pipeline: lanes -> fusion (normalised scores, or RRF) -> rerank -> learned second stage -> recency
+-> commits.
 
 One ``Engine`` per repository. It is cheap to construct; Tantivy, usearch and the models open lazily, and the
 long-lived language server keeps one engine per repository so that those costs are paid once.

@@ -84,6 +84,8 @@ class CommitTokens:
 
 
 def identifiers(query: str) -> tuple[str, ...]:
+    """The query's words that look like code (a dot, underscore, parenthesis, digit or inner capital), edge
+    punctuation stripped: the analyzer splits and stems them, so only a verbatim match keeps them whole."""
     words = (w.strip(_STRIP) for w in query.split())
     return tuple(dict.fromkeys(w for w in words if len(w) > 2 and _IDENT.search(w)))
 
@@ -177,7 +179,7 @@ def gather(
     db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: TokenCache | None = None
 ) -> dict[str, CommitText]:
     """:func:`commit_text` of each commit, its text read through ``cache`` if given."""
-    return {sha: commit_text(cache.get(db, sha) if cache else commit_tokens(db, sha), q) for sha in shas}
+    return {sha: commit_text(cache.get(db, sha) if cache is not None else commit_tokens(db, sha), q) for sha in shas}
 
 
 def feature_row(

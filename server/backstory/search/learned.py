@@ -5,9 +5,9 @@ hand-tuned signals. The candidates' whole-commit statistics (:mod:`.features`) c
 but how much each is worth is an empirical question, so the weights are fitted: a listwise softmax
 (cross-entropy of the right commit among the first stage's top 20) on commit-subject queries of public
 histories that neither the embedding model nor the evaluation's held-out histories include
-(``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md).
+(``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md, "Ranking quality — eighth session").
 
-Why linear: it ranked as well as gradient-boosted trees on held-out histories (docs/benchmarks.md), it is
+Why linear: gradient-boosted trees ranked no better on held-out histories (same section), and it is
 fifteen multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
 The score is the logistic of the linear form, so it is positive (the recency nudge multiplies it) and
 between 0 and 1.
