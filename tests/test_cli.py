@@ -255,3 +255,14 @@ def test_non_utf8_file_names_filter_and_show(repo: GitRepo) -> None:
     assert "rename from caf\ufffd.py\nrename to k\ufffdln.py" in renamed
     proc = run("show", "HEAD", "--path", os.fsdecode(b"k\xf6lnx.py"), "-C", str(repo.path))
     assert proc.returncode == 1 and "does not change k\ufffdlnx.py" in proc.stderr
+
+
+def test_second_stage_choice(indexed) -> None:
+    from backstory import cli
+    from backstory.search import engine
+
+    assert cli.SECOND_STAGES == engine.SECOND_STAGES  # the CLI keeps its own copy so that it starts fast
+    path, _ = indexed
+    assert query(path, "retry backoff", "--second-stage", "blend")["results"]
+    bad = run("query", "-C", str(path), "retry", "--second-stage", "cross")
+    assert bad.returncode == 2 and "--second-stage" in bad.stderr

@@ -61,6 +61,9 @@ class ProgressBar:
             self.stream.flush()
 
 
+SECOND_STAGES = ("learned", "blend")  # = search.engine.SECOND_STAGES (tested); importing the engine costs 0.25 s
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="backstory", description="Find prior art in a repository's git history.")
     p.add_argument("--version", action="version", version=f"backstory {__version__}")
@@ -96,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--fusion", choices=FUSION_METHODS, default=FUSION_METHODS[0],
         help="combine lanes by normalised scores (default) or by Reciprocal Rank Fusion (k = 60)",
+    )  # fmt: skip
+    q.add_argument(
+        "--second-stage", choices=SECOND_STAGES, default=SECOND_STAGES[0],
+        help="order the reranked candidates by the learned model (default) or by rerank + 0.5 x fused score",
     )  # fmt: skip
     q.add_argument("--reranker", choices=["maxsim", "cross-encoder", "none"], default=None)
     q.add_argument("--cross-encoder", help="directory with a cross-encoder model.onnx + tokenizer.json")
@@ -232,7 +239,10 @@ def _search_options(args: argparse.Namespace) -> Any:
         unknown = [x for x in lanes if x not in known]
         if unknown or not lanes:
             raise ValueError(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; lanes are {', '.join(known)}")
-    return SearchOptions(k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion)
+    return SearchOptions(
+        k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion,
+        second_stage=args.second_stage,
+    )  # fmt: skip
 
 
 def cmd_query(args: argparse.Namespace) -> int:
