@@ -87,6 +87,11 @@ def test_dense_respects_filters(dense_repo, embedder) -> None:
     opts = SearchOptions(lanes=("dense",), rerank=False, filters=Filters(path_glob="util/*"))
     result = engine.search("back off exponentially between retries", opts)
     assert [r["commit"]["sha"] for r in result["results"]] == [shas["c"]]
+    # the whole default pipeline (dense lane, MaxSim, learned second stage) under the same filter
+    util_only = SearchOptions(filters=Filters(path_glob="util/*"))
+    full = _engine(path, embedder).search("back off between retries", util_only)
+    assert [r["commit"]["sha"] for r in full["results"]] == [shas["c"]]
+    assert full["_meta"]["second_stage"] == "learned"
 
 
 def test_rerank_reported_in_why(dense_repo, embedder) -> None:
