@@ -90,6 +90,24 @@ def test_feature_row_arithmetic() -> None:
     assert f(row, "bm25_changed") > 0
     absent = feature_row(q, CommitText(n_hunks=1, files=["docs/a.md"]), 0.0, 0.0, 0.0, None)
     assert f(absent, "dense_rank") == 0.0 and f(absent, "docs_only") == 1.0 and f(absent, "cover") == 0.0
+    # no intent in this query: the products are zero whatever the commit did
+    assert all(f(row, name) == 0.0 for name in ("add_x_added", "remove_x_removed", "docs_x_docs", "tests_x_tests"))
+
+
+def test_query_intent_meets_what_the_commit_did() -> None:
+    def q(text: str) -> QueryInfo:
+        return features.query_info(text, lambda t: 1, 10)
+
+    assert (q("Add retry to the client").intent, q("Removed the old parser").intent) == ("add", "remove")
+    assert q("Fix the docs typo").intent is None and q("Fix the docs typo").about_docs
+    assert q("more tests for the lexer").about_tests and not q("more tests for the lexer").about_docs
+    ct = CommitText(n_hunks=2, files=["tests/test_a.py", "README.md"])
+    ct.length = {"add": 9, "rem": 1, "ctx": 0}
+    added = f(feature_row(q("Add a cache"), ct, 0, 0, 0, None), "add_x_added")
+    assert added == pytest.approx(10 / 12) and added == f(feature_row(q("x"), ct, 0, 0, 0, None), "added_share")
+    assert f(feature_row(q("Remove a cache"), ct, 0, 0, 0, None), "remove_x_removed") == pytest.approx(2 / 12)
+    assert f(feature_row(q("Update the README docs"), ct, 0, 0, 0, None), "docs_x_docs") == 0.5
+    assert f(feature_row(q("Test the cache"), ct, 0, 0, 0, None), "tests_x_tests") == 0.5
 
 
 def test_gather_counts_query_terms_by_line_kind_in_a_real_catalogue(tmp_path: Path) -> None:

@@ -7,6 +7,10 @@ removed code, looks the same as one that matches once. The second stage reads th
 (at most :data:`MAX_HUNKS` of them, so one huge commit costs no more than that) and counts query terms in
 added, removed and context lines, in paths and symbols, and the query's identifier-like words verbatim.
 
+Why intent products: a commit subject usually opens with what was done ("Add ...", "Remove ..."), and whether
+the change mostly adds or removes code says whether it did that; a linear model cannot multiply two features
+itself, so the products are features (likewise a query about docs or tests x the commit's share of them).
+
 The split between :func:`gather` (catalogue and index reads) and :func:`feature_rows` (pure arithmetic) keeps
 the arithmetic unit-testable and lets the training tool record exactly the rows the engine scores.
 """
@@ -40,6 +44,11 @@ FEATURES = (
     "identifiers",  # share of the query's identifier-like words found verbatim in changed lines
     "added_share",  # (added + 1) / (changed + 2) tokens
     "docs_only",  # 1 when every file is documentation
+    # what the query says was done x what the commit did (a linear model cannot form these products itself)
+    "add_x_added",  # "add ..." x added share of changed tokens
+    "remove_x_removed",  # "remove ..." x removed share of changed tokens
+    "docs_x_docs",  # the query speaks of docs, a typo, the readme or changelog x docs share
+    "tests_x_tests",  # the query speaks of tests x share of test files
 )
 MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
@@ -47,6 +56,22 @@ DOCS = re.compile(
     r"(^|/)(docs?|documentation)/|(^|/)(CHANGES|CHANGELOG|HISTORY|NEWS|AUTHORS|README)[^/]*$|\.(md|rst|txt|adoc)$",
     re.IGNORECASE,
 )
+TESTS = re.compile(
+    r"(^|/)(tests?|spec|__tests__|testdata)/|(_test\.go|_spec\.rb|\.test\.[jt]sx?|\.spec\.[jt]sx?)$|(^|/)test_[^/]*\.py$",
+    re.IGNORECASE,
+)
+#: The first word of a commit subject names what was done; these say which way the change should lean.
+INTENTS = {
+    "add": frozenset(("add", "adds", "added", "adding", "introduce", "introduced", "implement", "implemented",
+                      "create", "created", "new", "support", "allow", "allows")),
+    "remove": frozenset(("remove", "removes", "removed", "removing", "delete", "deleted", "drop", "dropped",
+                         "drops", "kill", "strip", "stripped")),
+}  # fmt: skip
+DOCS_WORDS = frozenset((
+    "doc", "docs", "documentation", "document", "documented", "readme", "typo", "typos", "changelog", "docstring",
+    "docstrings", "comment", "comments", "spelling",
+))  # fmt: skip
+TEST_WORDS = frozenset(("test", "tests", "testing", "testcase", "spec", "specs", "coverage"))
 _IDENT = re.compile(r"[_.]|[a-z][A-Z]|\(|\d")
 _STRIP = ".,:;()`'\""
 
@@ -57,6 +82,9 @@ class QueryInfo:
     all_terms: tuple[str, ...]  # every term, change verbs too
     idf: Mapping[str, float]  # for all_terms, from the diff field's document frequencies
     identifiers: tuple[str, ...]  # words that look like code: set_next(), LRUCache.copy, 3.5.0, camelCase
+    intent: str | None = None  # "add" / "remove" from the first word, see INTENTS
+    about_docs: bool = False
+    about_tests: bool = False
 
 
 @dataclass
@@ -101,7 +129,14 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
     terms = tuple(query_terms(query, drop_change_verbs=True))
     all_terms = tuple(query_terms(query))
     idf = {t: math.log(1 + (n_docs - (df := doc_freq(t)) + 0.5) / (df + 0.5)) for t in dict.fromkeys(all_terms + terms)}
-    return QueryInfo(terms, all_terms, idf, identifiers(query))
+    words = [w.strip(_STRIP).lower() for w in query.split()]
+    words = [w for w in words if w]
+    first = words[0] if words else ""
+    intent = next((name for name, verbs in INTENTS.items() if first in verbs), None)
+    return QueryInfo(
+        terms, all_terms, idf, identifiers(query), intent,
+        about_docs=any(w in DOCS_WORDS for w in words), about_tests=any(w in TEST_WORDS for w in words),
+    )  # fmt: skip
 
 
 _ANALYZER = None
@@ -196,6 +231,12 @@ def feature_row(
     n_changed = ct.length["add"] + ct.length["rem"]
     files = ct.files or [""]
     docs = sum(bool(DOCS.search(f)) for f in files) / len(files)
+    tests = sum(bool(TESTS.search(f)) for f in files) / len(files)
+    added = (ct.length["add"] + 1) / (n_changed + 2)
+
+    def when(intent: str, value: float) -> float:
+        return value if q.intent == intent else 0.0
+
     return [
         fused,
         maxsim,
@@ -210,8 +251,12 @@ def feature_row(
         bm25(changed, q.idf, n_changed),
         math.log1p(n_changed),
         len(ct.identifiers) / len(q.identifiers) if q.identifiers else 0.0,
-        (ct.length["add"] + 1) / (n_changed + 2),
+        added,
         float(docs == 1.0),
+        when("add", added),
+        when("remove", 1.0 - added),
+        docs if q.about_docs else 0.0,
+        tests if q.about_tests else 0.0,
     ]
 
 

@@ -8,7 +8,7 @@ histories that neither the embedding model nor the evaluation's held-out histori
 (``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md, "Ranking quality — eighth session").
 
 Why linear: gradient-boosted trees ranked no better on held-out histories (same section), and it is
-fifteen multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
+nineteen multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
 The score is the logistic of the linear form, so it is positive (the recency nudge multiplies it) and
 between 0 and 1.
 """
