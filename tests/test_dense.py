@@ -157,8 +157,7 @@ def test_learned_stage_only_over_the_pipeline_it_was_fitted_on(dense_repo, embed
     with pytest.raises(ValueError, match="unknown second stage"):
         engine.search(query, SearchOptions(second_stage="Learned"))
     # fitted on another embedding model's scores: the blend, silently (the _meta says which ran)
-    other = learned.load()
-    engine._second_stage = dataclasses.replace(other, embedding_model="some-other-model")
+    engine.second._model = dataclasses.replace(learned.load(), embedding_model="some-other-model")
     result = engine.search(query, SearchOptions())
     assert result["_meta"]["second_stage"] == "blend" and not result["_meta"]["warnings"]
 

@@ -198,9 +198,9 @@ def test_a_rebuild_forgets_the_engines_cached_commit_text(tmp_path: Path) -> Non
     index_repository(repo.path, options=BuildOptions(no_messages=True))
     with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
         engine.freshness()
-        engine._commit_tokens.get(engine.store.db, sha)
+        engine.second.texts.get(engine.store.db, sha)
         engine.freshness()  # same index: kept
-        assert len(engine._commit_tokens) == 1
+        assert len(engine.second.texts) == 1
         index_repository(repo.path, options=BuildOptions(no_messages=True), rebuild=True)
         engine.freshness()  # another generation: excerpts may differ now
-        assert len(engine._commit_tokens) == 0
+        assert len(engine.second.texts) == 0

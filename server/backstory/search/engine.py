@@ -23,10 +23,11 @@ from ..index.build import store_for
 from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
-from . import features, learned, render
+from . import render
 from .dense import DenseLane
 from .fusion import FUSION_METHODS, MARGIN_REF, RRF_K, SIZE_PRIOR, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
+from .second_stage import SecondStage
 
 TEXT_LANES = ("diff", "message", "path", "symbol")
 # Lane weights, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes alone rank
@@ -110,8 +111,7 @@ class Engine:
         self._merges: tuple[Any, set[str]] | None = None
         self._lock = threading.RLock()
         self.dense = DenseLane(self.store, self.models)
-        self._second_stage: learned.LinearRanker | str | None = None  # the model, or why it is unavailable
-        self._commit_tokens = features.TokenCache()
+        self.second = SecondStage(self.models.second_stage_path)
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -165,7 +165,7 @@ class Engine:
             self.store.close()
             self._index = None
             self.dense.reset()
-            self._commit_tokens.clear()  # a rebuild may store other excerpts (options changed)
+            self.second.texts.clear()  # a rebuild may store other excerpts (options changed)
             self._generation = generation
 
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
@@ -313,7 +313,7 @@ class Engine:
             if rerank_scores:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
-                if self._learned_applies(opts, lanes_used, name):
+                if self.second.applies(opts, lanes_used, name):
                     learned_scores = self._learned(query, top, rerank_scores, dense_scores, meta)
                     scores = learned_scores or scores
         now = time.time()
@@ -337,62 +337,19 @@ class Engine:
             out.append(render.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
         return out
 
-    def _learned_applies(self, opts: SearchOptions, lanes_used: list[str], reranker: str | None) -> bool:
-        """Whether the learned second stage may order this search's candidates.
-
-        Its weights were fitted on one pipeline's score distributions: score fusion with the default lane
-        weights, the dense lane's commit centroids and the bundled model's MaxSim. With RRF, explicit lanes,
-        the dense lane off, a cross-encoder or another embedding model (checked in :meth:`_learned`), its inputs
-        mean something else, so the blend orders instead (a user's own ``second_stage_path`` model is trusted
-        with any of them).
-        """
-        if opts.second_stage != "learned" or reranker is None:
-            return False
-        if self.models.second_stage_path is not None:
-            return True
-        return (
-            reranker == "maxsim" and opts.fusion == "score" and opts.lanes is None
-            and opts.dense_commits == "centroid" and "dense" in lanes_used
-        )  # fmt: skip
-
-    def second_stage(self) -> learned.LinearRanker | None:
-        """The learned second-stage model, loaded once per engine (a file fixed later needs a new engine, i.e. a
-        server restart); None, with the reason kept, when it is unavailable."""
-        if self._second_stage is None:
-            try:
-                self._second_stage = learned.load(self.models.second_stage_path)
-            except learned.SecondStageUnavailable as e:
-                self._second_stage = str(e)
-        return self._second_stage if isinstance(self._second_stage, learned.LinearRanker) else None
-
     def candidate_features(
         self, query: str, top: list[FusedCommit], rerank: dict[str, float], dense_scores: dict[str, float]
     ) -> list[list[float]]:
-        """:data:`.features.FEATURES` of each candidate, in ``top``'s order."""
-        with self._lock:  # the token cache, and the index snapshot the lanes searched
+        """The learned second stage's feature rows for ``top`` (what ``tools/finetune`` trains on)."""
+        with self._lock:  # the commit-text cache, and the index snapshot the lanes searched
             searcher = self._text_index().searcher()
-            q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
-            texts = features.gather(self.store.db, [c.sha for c in top], q, self._commit_tokens)
-            return [
-                features.feature_row(
-                    q, texts[c.sha], c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0), c.lanes.get("dense")
-                )
-                for c in top
-            ]
+            return self.second.rows(self.store.db, searcher, query, top, rerank, dense_scores)
 
     def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
-        """Candidates' learned second-stage scores, or {} (with a warning) when the model is unavailable."""
-        model = self.second_stage()
-        if model is None:
-            meta["warnings"].append(f"{self._second_stage}; ordering by rerank + fused score instead")
-            return {}
         emb = self.dense.embedder()
-        fitted_with = model.embedding_model
-        if self.models.second_stage_path is None and fitted_with and (emb is None or emb.model_id != fitted_with):
-            return {}  # its MaxSim and centroid scores come from another model
-        meta["second_stage"] = "learned"
-        rows = self.candidate_features(query, top, rerank, dense_scores)
-        return dict(zip((c.sha for c in top), model.score(rows), strict=True))
+        searcher = self._text_index().searcher()
+        model_id = emb.model_id if emb is not None else None
+        return self.second.scores(self.store.db, searcher, query, top, rerank, dense_scores, model_id, meta)
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))
