@@ -7,6 +7,7 @@ long-lived language server keeps one engine per repository so that those costs a
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -347,9 +348,9 @@ class Engine:
 
     def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
-        searcher = self._text_index().searcher()
         model_id = emb.model_id if emb is not None else None
-        return self.second.scores(self.store.db, searcher, query, top, rerank, dense_scores, model_id, meta)
+        rows = functools.partial(self.candidate_features, query, top, rerank, dense_scores)
+        return self.second.scores(top, rows, model_id, meta)
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))

@@ -12,6 +12,7 @@ from . import features, learned
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
 
     import tantivy
 
@@ -73,17 +74,14 @@ class SecondStage:
 
     def scores(
         self,
-        db: sqlite3.Connection,
-        searcher: tantivy.Searcher,
-        query: str,
         top: list[FusedCommit],
-        rerank: dict[str, float],
-        dense_scores: dict[str, float],
+        rows: Callable[[], list[list[float]]],
         embedding_model: str | None,
         meta: dict[str, Any],
     ) -> dict[str, float]:
-        """Candidates' learned scores; {} when the model is unavailable (with a warning in ``meta``) or was
-        fitted on another embedding model's scores than ``embedding_model``'s."""
+        """Candidates' learned scores (``rows``: their features, computed only if the model applies); {} when
+        the model is unavailable (with a warning in ``meta``) or was fitted on another embedding model's scores
+        than ``embedding_model``'s."""
         model = self.model()
         if model is None:
             meta["warnings"].append(f"{self._model}; ordering by rerank + fused score instead")
@@ -92,5 +90,4 @@ class SecondStage:
         if self.model_path is None and fitted_with and embedding_model != fitted_with:
             return {}
         meta["second_stage"] = "learned"
-        rows = self.rows(db, searcher, query, top, rerank, dense_scores)
-        return dict(zip((c.sha for c in top), model.score(rows), strict=True))
+        return dict(zip((c.sha for c in top), model.score(rows()), strict=True))
