@@ -77,15 +77,17 @@ def without_change_verbs(text: str) -> str:
     return " ".join(kept) if kept and len(kept) < len(words) else text
 
 
-def query_terms(text: str, drop_change_verbs: bool = False) -> list[str]:
-    """The distinct index terms of a query, in first-seen order (deterministic); ``drop_change_verbs``: see
-    :func:`without_change_verbs`."""
+def analyze(text: str) -> list[str]:
+    """The index terms of any text, in order, as the lanes index them (identifiers split, stemmed)."""
     global _ANALYZER
     if _ANALYZER is None:
         _ANALYZER = build_analyzer()
+    return list(_ANALYZER.analyze(code_text(text)))
+
+
+def query_terms(text: str, drop_change_verbs: bool = False) -> list[str]:
+    """The distinct index terms of a query, in first-seen order (deterministic); ``drop_change_verbs``: see
+    :func:`without_change_verbs`."""
     if drop_change_verbs:
         text = without_change_verbs(text)
-    seen: dict[str, None] = {}
-    for term in _ANALYZER.analyze(code_text(text)):
-        seen.setdefault(term, None)
-    return list(seen)
+    return list(dict.fromkeys(analyze(text)))

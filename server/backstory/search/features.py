@@ -25,7 +25,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..index.analyzer import build_analyzer, code_text, query_terms
+from ..index.analyzer import analyze, query_terms
 
 #: Order matters: the learned model's weights are stored against these names (models/data/second_stage.json).
 FEATURES = (
@@ -139,16 +139,6 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
     )  # fmt: skip
 
 
-_ANALYZER = None
-
-
-def _analyze(text: str) -> list[str]:
-    global _ANALYZER
-    if _ANALYZER is None:
-        _ANALYZER = build_analyzer()
-    return list(_ANALYZER.analyze(code_text(text)))
-
-
 def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
     row = db.execute("SELECT n_hunks FROM commits WHERE sha=?", (sha,)).fetchone()
@@ -164,8 +154,8 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     return CommitTokens(
         n_hunks=int(row[0]) if row else 0,
         files=files,
-        counts={kind: Counter(_analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
-        names=frozenset(_analyze(" ".join(names))),
+        counts={kind: Counter(analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
+        names=frozenset(analyze(" ".join(names))),
         changed="\n".join(lines["add"] + lines["rem"]),
     )
 
