@@ -157,9 +157,26 @@ def test_learned_stage_only_over_the_pipeline_it_was_fitted_on(dense_repo, embed
     with pytest.raises(ValueError, match="unknown second stage"):
         engine.search(query, SearchOptions(second_stage="Learned"))
     # fitted on another embedding model's scores: the blend, silently (the _meta says which ran)
-    engine.second._model = dataclasses.replace(learned.load(), embedding_model="some-other-model")
+    engine.second._models[False] = dataclasses.replace(learned.load(), embedding_model="some-other-model")
     result = engine.search(query, SearchOptions())
     assert result["_meta"]["second_stage"] == "blend" and not result["_meta"]["warnings"]
+
+
+def test_an_index_with_messages_gets_the_model_fitted_with_messages(dense_repo, embedder) -> None:
+    """Over an index with messages the message lane dominates the fused score and the message is a feature,
+    so the second stage uses the weights fitted on such indexes, not the message-blind ones."""
+    path, shas = dense_repo
+    index_repository(path, options=BuildOptions(no_messages=False), rebuild=True)
+    store = store_for(open_repo(path))
+    with store.write_lock():
+        embed_pending(store, embedder)
+    engine = _engine(path, embedder)
+    result = engine.search("Poll jobs", SearchOptions())
+    assert result["_meta"]["second_stage"] == "learned" and not result["_meta"]["warnings"]
+    assert result["results"][0]["commit"]["sha"] == shas["b"]
+    assert "message" in result["results"][0]["why"]["lanes"]
+    assert engine.second.model(True) is not None and set(engine.second._models) == {True}
+    assert engine.second.model(True) == learned.load(messages=True) != learned.load(messages=False)
 
 
 def test_broken_second_stage_model_falls_back_to_the_blend(dense_repo, embedder, tmp_path) -> None:

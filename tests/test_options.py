@@ -32,3 +32,17 @@ def test_unknown_keys_belong_to_the_client_and_a_non_object_is_one_problem() -> 
     assert options.k == 3 and problems == []
     options, problems = parse_options(["not", "an", "object"])
     assert options == Options() and len(problems) == 1
+
+
+def test_the_second_stage_setting_reaches_every_search() -> None:
+    """The server's searches (commands, code actions) order reranked candidates as the setting says."""
+    from types import SimpleNamespace
+
+    from backstory.lsp.commands import _options
+
+    options, problems = parse_options({"second_stage": "blend"})
+    assert problems == [] and options.secondStage == "blend"
+    assert _options(SimpleNamespace(options=options), {}).second_stage == "blend"  # type: ignore[arg-type]
+    assert _options(SimpleNamespace(options=Options()), {}).second_stage == "learned"  # type: ignore[arg-type]
+    options, problems = parse_options({"secondStage": "cross-encoder"})
+    assert options.secondStage == "learned" and len(problems) == 1 and "secondStage" in problems[0]

@@ -155,12 +155,23 @@ def test_linear_ranker_scores_the_logistic_of_standardised_features() -> None:
     assert learned.parse(ranker.to_json()) == ranker
 
 
-def test_bundled_model_loads_and_was_not_trained_on_the_held_out_histories() -> None:
-    model = learned.load()
-    assert model.features == FEATURES
-    data = json.loads((Path(learned.__file__).parents[1] / "models" / "data" / learned.MODEL_FILE).read_text())
-    assert data["trained_on"] and not HELD_OUT & set(data["trained_on"])
-    assert model.weights[FEATURES.index("maxsim")] > 0 and model.weights[FEATURES.index("fused")] > 0
+@pytest.mark.parametrize("messages", [False, True])
+def test_bundled_models_load_and_were_not_trained_on_the_held_out_histories(messages: bool) -> None:
+    model = learned.load(messages=messages)
+    name = learned.MODEL_FILES[messages]
+    data = json.loads((Path(learned.__file__).parents[1] / "models" / "data" / name).read_text())
+    assert data["trained_on"] and not HELD_OUT & set(data["trained_on"]) and data["messages"] is messages
+    assert model.weights[model.features.index("maxsim")] > 0 and model.weights[model.features.index("fused")] > 0
+    # a message-blind index has no message features to learn from; with messages they are what matters most
+    assert ("cover_message" in model.features) is messages
+
+
+def test_a_model_reads_its_own_subset_of_the_features_in_its_own_order() -> None:
+    ranker = learned.LinearRanker("t", ("maxsim", "fused"), (0.0, 0.0), (1.0, 1.0), (2.0, 1.0))
+    row = [0.0] * len(FEATURES)
+    row[FEATURES.index("fused")], row[FEATURES.index("maxsim")] = 0.5, 0.25
+    assert ranker.score([row]) == [pytest.approx(1 / (1 + math.exp(-1.0)))]  # 2 x 0.25 + 1 x 0.5
+    assert learned.parse(ranker.to_json()) == ranker
 
 
 @pytest.mark.parametrize(
@@ -170,7 +181,8 @@ def test_bundled_model_loads_and_was_not_trained_on_the_held_out_histories() -> 
         ("not json", "unreadable"),
         ("[1, 2]", "not a JSON object"),
         ('{"name": "x"}', "malformed"),
-        ("SWAPPED", "expects features"),
+        ("UNKNOWN", "expects features"),
+        ("TWICE", "expects features"),
         ("ZERO_SCALE", "non-positive scale"),
         ("NAN_WEIGHT", "non-finite"),
         ("SHORT", "one value per feature"),
@@ -178,9 +190,10 @@ def test_bundled_model_loads_and_was_not_trained_on_the_held_out_histories() -> 
 )
 def test_a_broken_model_file_says_what_is_wrong(tmp_path: Path, content: str | None, message: str) -> None:
     good = learned.load().to_json()
-    n = len(FEATURES)
+    n = len(good["features"])
     variants = {
-        "SWAPPED": {**good, "features": [FEATURES[1], FEATURES[0], *FEATURES[2:]]},
+        "UNKNOWN": {**good, "features": ["fused", "vibes", *good["features"][2:]]},
+        "TWICE": {**good, "features": ["fused", "fused", *good["features"][2:]]},
         "ZERO_SCALE": {**good, "scale": [0.0] * n},
         "NAN_WEIGHT": {**good, "weights": [float("nan")] * n},
         "SHORT": {**good, "mean": [0.0] * (n - 1)},
@@ -204,3 +217,30 @@ def test_a_rebuild_forgets_the_engines_cached_commit_text(tmp_path: Path) -> Non
         index_repository(repo.path, options=BuildOptions(no_messages=True), rebuild=True)
         engine.freshness()  # another generation: excerpts may differ now
         assert len(engine.second.texts) == 0
+
+
+@pytest.mark.parametrize("no_messages", [True, False])
+def test_message_features_only_where_the_index_holds_messages(tmp_path: Path, no_messages: bool) -> None:
+    """A message-blind index must not learn from messages through the second stage either; with messages, the
+    message lane's rank and the query's coverage of the subject and body are features."""
+    from backstory.search.fusion import FusedCommit
+
+    repo = GitRepo(tmp_path / "r")
+    sha = repo.commit("Retry flaky uploads with exponential backoff", {"net.py": "def send(x):\n    return x\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=no_messages))
+    with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
+        top = [FusedCommit(sha, 1.0, {"diff": 1} if no_messages else {"diff": 1, "message": 2})]
+        (row,) = engine.candidate_features("retry uploads with backoff", top, {}, {})
+    if no_messages:
+        assert f(row, "message_rank") == 0.0 and f(row, "cover_message") == 0.0
+    else:
+        assert f(row, "message_rank") == pytest.approx(1 / 3) and f(row, "cover_message") == 1.0
+
+
+def test_message_cover_weighs_terms_by_idf_and_counts_change_verbs() -> None:
+    idf = {"add": 1.0, "retri": 2.0, "backoff": 1.0}
+    q = QueryInfo(terms=("retri",), all_terms=("add", "retri", "backoff"), idf=idf, identifiers=())
+    ct = CommitText(n_hunks=1, files=["a.py"], seen_message={"add", "retri"})
+    assert f(feature_row(q, ct, 0, 0, 0, None, message_rank=1), "cover_message") == pytest.approx(0.75)
+    assert f(feature_row(q, ct, 0, 0, 0, None, message_rank=1), "message_rank") == 0.5
+    assert f(feature_row(q, ct, 0, 0, 0, None), "message_rank") == 0.0

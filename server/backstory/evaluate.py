@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import pr_titles
 from .bench import emit
 from .history.repo import head_sha, open_repo, walk
 from .index.build import BuildOptions, index_repository
@@ -242,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--index-dir", help="reuse/keep the evaluation index here (built with --no-messages)")
+    ap.add_argument(
+        "--pr-titles",
+        action="store_true",
+        help="query with pull-request titles over an index WITH messages (any of the pull request's commits is "
+        "right) instead of commit subjects over a message-blind one",
+    )
     ap.add_argument("--configs", default=",".join(c for c in CONFIGS if not c.startswith("rr:")))  # rr:* are slow
     ap.add_argument("--rerank-top", type=int, default=20)
     ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
@@ -258,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         help="rerank with the cross-encoder in this directory (model.onnx + tokenizer.json) instead of MaxSim",
     )
     args = ap.parse_args(argv)
+    if args.pr_titles and args.unit_experiment:
+        ap.error("--unit-experiment measures commit-subject queries; leave out --pr-titles")
     if args.cross_encoder:  # checked first: a broken one would otherwise quietly measure "no rerank"
         from .models import ModelUnavailable, load_reranker
 
@@ -267,9 +276,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     repo_path = Path(args.repo).resolve()
-    index_dir = Path(args.index_dir) if args.index_dir else Path(repo_path / ".git" / "backstory-eval")
+    default_dir = "backstory-eval-messages" if args.pr_titles else "backstory-eval"
+    index_dir = Path(args.index_dir) if args.index_dir else Path(repo_path / ".git" / default_dir)
     t = time.perf_counter()
-    index_repository(repo_path, options=BuildOptions(no_messages=True), index_dir=index_dir)
+    index_repository(repo_path, options=BuildOptions(no_messages=not args.pr_titles), index_dir=index_dir)
     reranker = "cross-encoder" if args.cross_encoder else "maxsim"
     config = ModelConfig(model_path=args.model, dense=True, reranker=reranker, cross_encoder_dir=args.cross_encoder)
     engine = Engine(repo_path, index_dir, config)
@@ -288,9 +298,16 @@ def main(argv: list[str] | None = None) -> int:
     _share_rerank_scores(engine)
     shipped_rerank = engine.dense.rerank
     files = engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
-    queries = sample(repo_path, engine, args.queries, args.seed)
+    if args.pr_titles:
+        indexed = {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
+        prs = pr_titles.sample(pr_titles.pull_requests(repo_path, indexed), args.queries, args.seed)
+        cases = [(pr.title, pr.commits) for pr in prs]
+        paraphrased = [not pr.same_as_subject for pr in prs]
+    else:
+        queries = sample(repo_path, engine, args.queries, args.seed)
+        cases = [(subject, frozenset((sha,))) for subject, sha in queries]
     report: dict[str, Any] = {
-        "repo": str(repo_path), "queries": len(queries), "build_s": round(build_s, 1), "file_units": files,
+        "repo": str(repo_path), "queries": len(cases), "build_s": round(build_s, 1), "file_units": files,
         "model": emb.model_id if emb is not None else None,
     }  # fmt: skip
     for name in [c for c in args.configs.split(",") if c]:
@@ -301,17 +318,18 @@ def main(argv: list[str] | None = None) -> int:
         misses: list[dict[str, Any]] = []
         t = time.perf_counter()
         reference = plain_bm25(engine) if CONFIGS[name].get("reference") else None
-        for subject, sha in queries:
+        for query, right in cases:
             if reference is not None:
-                shas = reference(subject)[:10]
-                ranks.append(shas.index(sha) + 1 if sha in shas else None)
-                continue
-            result = engine.search(subject, opts)
-            shas = [r["commit"]["sha"] for r in result["results"]]
-            ranks.append(shas.index(sha) + 1 if sha in shas else None)
-            if ranks[-1] != 1 and len(misses) < args.dump_misses:
-                misses.append(miss(engine, subject, sha, ranks[-1], result["results"]))
-        report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(queries), 1)}
+                shas, results = reference(query)[:10], []
+            else:
+                results = engine.search(query, opts)["results"]
+                shas = [r["commit"]["sha"] for r in results]
+            ranks.append(next((i + 1 for i, sha in enumerate(shas) if sha in right), None))
+            if results and ranks[-1] != 1 and len(misses) < args.dump_misses:
+                misses.append(miss(engine, query, min(right), ranks[-1], results))
+        report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(cases), 1)}
+        if args.pr_titles:
+            report[name]["paraphrased"] = metrics([r for r, p in zip(ranks, paraphrased, strict=True) if p])
         print(name, report[name], file=sys.stderr)
         if misses:
             report[name]["misses"] = misses

@@ -2,18 +2,22 @@
 (``search.features``) of the candidates the shipped first stage + MaxSim rerank hand it, and which is right.
 
 usage: python second_stage_rows.py NAME REPO INDEX_DIR OUT_DIR [--queries 400] [--test 200] [--seed 1]
-       [--model DIR]
+       [--model DIR] [--pr-titles]
 
-INDEX_DIR holds a backstory index of REPO built with ``--no-messages``, its dense phase done with the default
-model. The engine computes the rows itself (``Engine.candidate_features``), so training sees exactly what
-search scores. Queries are drawn as the evaluation draws them, after its first ``--test`` (pass ``--test 0``
-for a history that is never evaluated). Writes OUT_DIR/NAME.rows.json.
+INDEX_DIR holds a backstory index of REPO, its dense phase done with the default model: built with
+``--no-messages`` for commit-subject queries (the evaluation's protocol), with messages for the queries a
+message-holding index is searched with. The engine computes the rows itself (``Engine.candidate_features``),
+so training sees exactly what search scores. Subject queries are drawn as the evaluation draws them, after its
+first ``--test`` (pass ``--test 0`` for a history that is never evaluated); ``--pr-titles`` uses pull-request
+titles instead (``backstory.pr_titles``; any of the pull request's commits is right). Writes
+OUT_DIR/NAME.rows.json; a group's ``relevant`` lists the right commits.
 """
 
 import json
 
 from pairs import history_parser
 
+from backstory import pr_titles
 from backstory.evaluate import CONFIGS, options_for, sample
 from backstory.search.engine import Engine, ModelConfig
 
@@ -22,6 +26,7 @@ def main() -> None:
     ap = history_parser()
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--model", help="the embedding model the index was built with, when not the default")
+    ap.add_argument("--pr-titles", action="store_true", help="pull-request titles as queries, not commit subjects")
     args = ap.parse_args()
     engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim", model_path=args.model))
     seen: dict = {}
@@ -40,21 +45,27 @@ def main() -> None:
     engine.dense.rerank = record_rerank
     engine._fused = record_fused
     opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend"}, 20)
+    if args.pr_titles:
+        indexed = {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
+        prs = pr_titles.sample(pr_titles.pull_requests(args.repo, indexed), args.queries, args.seed)
+        queries = [(pr.title, sorted(pr.commits)) for pr in prs]
+    else:
+        queries = [(s, [sha]) for s, sha in sample(args.repo, engine, 10**9, args.seed)[args.test :][: args.queries]]
     groups = []
-    for subject, sha in sample(args.repo, engine, 10**9, args.seed)[args.test : args.test + args.queries]:
+    for query, relevant in queries:
         seen.clear()
-        engine.search(subject, opts)
+        engine.search(query, opts)
         if "rerank" not in seen:
             continue
         top = seen["top"]
-        rows = engine.candidate_features(subject, top, seen["rerank"], seen["dense"])
-        groups.append({"query": subject, "sha": sha, "candidates": [c.sha for c in top], "rows": rows})
+        rows = engine.candidate_features(query, top, seen["rerank"], seen["dense"])
+        groups.append({"query": query, "relevant": relevant, "candidates": [c.sha for c in top], "rows": rows})
     args.out.mkdir(parents=True, exist_ok=True)
     model_id = engine.dense.embedder().model_id
     (args.out / f"{args.name}.rows.json").write_text(
-        json.dumps({"name": args.name, "model": model_id, "groups": groups})
+        json.dumps({"name": args.name, "model": model_id, "messages": not engine._no_messages(), "groups": groups})
     )
-    found = sum(g["sha"] in g["candidates"] for g in groups)
+    found = sum(bool(set(g["relevant"]) & set(g["candidates"])) for g in groups)
     print(args.name, len(groups), "queries,", found, "with the right commit among the candidates")
 
 

@@ -1,7 +1,7 @@
 """Fit the learned second stage (``backstory.search.learned``) on rows from ``second_stage_rows.py``.
 
 usage: python train_second_stage.py OUT.json ROWS.json... [--held-out ROWS.json...] [--l2 1e-3] [--steps 400]
-       [--leave-one-out]
+       [--leave-one-out] [--features a,b,...]
 
 A linear model over the standardised features, fitted by full-batch gradient descent on the listwise softmax
 loss: per query, the cross-entropy of the right commit among its candidates (queries whose right commit is
@@ -9,7 +9,11 @@ not a candidate teach nothing and are skipped). Deterministic: zero start, full 
 
 Reports MRR@10 over the candidates for the fitted model and for the previous order (MaxSim + 0.5 x fused) on
 every ``--held-out`` file (histories not trained on), and with ``--leave-one-out`` the same for each training
-history with a model fitted on the others. Writes the model in the JSON form ``learned.load`` reads.
+history with a model fitted on the others (a history's files are ``NAME.rows.json`` and ``NAME+TAG.rows.json``,
+e.g. its subject queries over a message-blind index and its pull-request titles over one with messages; all of
+them are left out together). Writes the model in the JSON form ``learned.load`` reads. Rows from indexes with
+and without messages are different pipelines and are never mixed; the model reads ``--features`` (default: all,
+less the message features for message-blind rows, where they are always 0).
 """
 
 import argparse
@@ -22,6 +26,8 @@ import numpy as np
 from backstory.search.features import FEATURES
 from backstory.search.learned import LinearRanker
 
+MESSAGE_FEATURES = ("message_rank", "cover_message")
+
 Data = tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]  # rows, labels, (start, end) per query
 
 
@@ -31,18 +37,19 @@ def load(paths: list[Path]) -> Data:
         for g in json.loads(path.read_text())["groups"]:
             start = len(rows)
             rows += g["rows"]
-            labels += [float(sha == g["sha"]) for sha in g["candidates"]]
+            labels += [float(sha in g["relevant"]) for sha in g["candidates"]]
             spans.append((start, len(rows)))
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), np.asarray(labels), spans
 
 
-def fit(data: Data, l2: float, steps: int, lr: float = 0.5) -> LinearRanker:
+def fit(data: Data, l2: float, steps: int, names: tuple[str, ...], lr: float = 0.5) -> LinearRanker:
     x, y, spans = data
+    x = x[:, [FEATURES.index(n) for n in names]]
     mean, scale = x.mean(0).round(6), x.std(0).round(6)
     scale[scale < 1e-6] = 1.0  # a constant feature (and after rounding, as the file stores it, never 0)
     z = (x - mean) / scale
     spans = [(s, e) for s, e in spans if y[s:e].any()]
-    w = np.zeros(len(FEATURES))
+    w = np.zeros(len(names))
     for _ in range(steps):
         grad = np.zeros_like(w)
         for s, e in spans:
@@ -50,7 +57,16 @@ def fit(data: Data, l2: float, steps: int, lr: float = 0.5) -> LinearRanker:
             p = np.exp(logits - logits.max())
             grad += z[s:e].T @ (p / p.sum() - y[s:e])
         w -= lr * (grad / len(spans) + l2 * w)
-    return LinearRanker("second-stage-linear", FEATURES, tuple(mean), tuple(scale), tuple(w.round(6)))
+    return LinearRanker("second-stage-linear", names, tuple(mean), tuple(scale), tuple(w.round(6)))
+
+
+def history_of(path: Path) -> str:
+    return path.name.removesuffix(".rows.json").split("+")[0]
+
+
+def kind_of(path: Path) -> str:
+    name = path.name.removesuffix(".rows.json")
+    return name[len(history_of(path)) :]
 
 
 def mrr(scores: np.ndarray, data: Data) -> float:
@@ -78,28 +94,39 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=1e-3)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--leave-one-out", action="store_true")
+    ap.add_argument("--features", help="comma-separated subset of FEATURES the model reads")
     args = ap.parse_args()
+    kinds = {json.loads(p.read_text()).get("messages") for p in args.rows + args.held_out}
+    if len(kinds) != 1 or None in kinds:
+        raise SystemExit("the rows mix indexes with and without messages (or do not say): fit one model per kind")
+    messages = kinds.pop()
+    default = FEATURES if messages else tuple(f for f in FEATURES if f not in MESSAGE_FEATURES)
+    names = tuple(args.features.split(",")) if args.features else default
+    if unknown := [n for n in names if n not in FEATURES]:
+        raise SystemExit(f"unknown features {unknown}; known: {list(FEATURES)}")
     if args.leave_one_out:
         print("leave one history out:")
-        gains = []
-        for path in args.rows:
-            model = fit(load([p for p in args.rows if p != path]), args.l2, args.steps)
-            before, after = report(path.stem, model, load([path]))
-            gains.append(after / before if before else 1.0)
-        print(f"  mean gain {np.mean(gains):.3f}x, better on {sum(g > 1 for g in gains)}/{len(gains)}")
+        gains: dict[str, list[float]] = {}
+        for history in sorted({history_of(p) for p in args.rows}):
+            model = fit(load([p for p in args.rows if history_of(p) != history]), args.l2, args.steps, names)
+            for path in (p for p in args.rows if history_of(p) == history):
+                before, after = report(path.stem, model, load([path]))
+                gains.setdefault(kind_of(path), []).append(after / before if before else 1.0)
+        for kind, g in sorted(gains.items()):
+            print(f"  {kind or 'NAME'}: mean gain {np.mean(g):.3f}x, better on {sum(x > 1 for x in g)}/{len(g)}")
     models = {json.loads(p.read_text()).get("model") for p in args.rows}
     if len(models) != 1 or None in models:
         raise SystemExit(f"the rows come from different or unnamed embedding models: {sorted(map(str, models))}")
-    model = dataclasses.replace(fit(load(args.rows), args.l2, args.steps), embedding_model=models.pop())
+    model = dataclasses.replace(fit(load(args.rows), args.l2, args.steps, names), embedding_model=models.pop())
     print("weights (on standardised features):")
-    for name, w in zip(FEATURES, model.weights, strict=True):
+    for name, w in zip(names, model.weights, strict=True):
         print(f"  {name:14s} {w:+.3f}")
     if args.held_out:
         print("held out:")
         for path in args.held_out:
             report(path.stem, model, load([path]))
-    trained_on = sorted(p.name.removesuffix(".rows.json") for p in args.rows)
-    extra = {"trained_on": trained_on, "l2": args.l2, "steps": args.steps}
+    trained_on = sorted({history_of(p) for p in args.rows})
+    extra = {"trained_on": trained_on, "messages": messages, "l2": args.l2, "steps": args.steps}
     args.out.write_text(json.dumps(model.to_json(**extra), indent=1) + "\n")
     print("wrote", args.out)
 

@@ -11,6 +11,7 @@ export interface Settings {
   server: ServerSettings;
   resultsCount: number;
   rerank: boolean;
+  secondStage: "learned" | "blend";
   hoverEnabled: boolean;
   hoverPrewarm: boolean;
   trace: string;
@@ -27,6 +28,7 @@ export function readSettings(cfg: ConfigGetter): Settings {
     },
     resultsCount: Number.isFinite(count) ? Math.min(100, Math.max(1, Math.round(count))) : 10,
     rerank: cfg.get<boolean>("rerank") !== false,
+    secondStage: cfg.get<string>("secondStage") === "blend" ? "blend" : "learned",
     hoverEnabled: cfg.get<boolean>("hover.enabled") ?? true,
     hoverPrewarm: cfg.get<boolean>("hover.prewarm") !== false,
     trace: String(cfg.get<string>("trace.server") ?? "off"),
@@ -43,10 +45,11 @@ export function serverSection(s: Settings): Record<string, unknown> {
     server: { path: s.server.path, args: s.server.args },
     results: { count: s.resultsCount },
     rerank: s.rerank,
+    secondStage: s.secondStage,
     hover: { enabled: s.hoverEnabled, prewarm: s.hoverPrewarm },
     trace: { server: s.trace },
   };
 }
 
 /** Settings whose change needs a new server (everything but tracing and the test hook). */
-export const RESTART_KEYS = ["server", "results", "rerank", "hover"].map((k) => `${SECTION}.${k}`);
+export const RESTART_KEYS = ["server", "results", "rerank", "secondStage", "hover"].map((k) => `${SECTION}.${k}`);

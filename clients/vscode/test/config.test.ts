@@ -13,6 +13,7 @@ describe("settings", () => {
       server: { path: "", args: [] },
       resultsCount: 10,
       rerank: true,
+      secondStage: "learned",
       hoverEnabled: true,
       hoverPrewarm: true,
       trace: "off",
@@ -27,6 +28,8 @@ describe("settings", () => {
     assert.equal(s.hoverEnabled, false);
     assert.equal(readSettings(getter({ "hover.prewarm": false })).hoverPrewarm, false);
     assert.equal(readSettings(getter({ "results.count": 0 })).resultsCount, 1);
+    assert.equal(readSettings(getter({ secondStage: "blend" })).secondStage, "blend");
+    assert.equal(readSettings(getter({ secondStage: "bogus" })).secondStage, "learned");
   });
   it("builds the section sent as initializationOptions and for workspace/configuration", () => {
     const s = readSettings(getter({ "server.path": "/x/backstory", "results.count": 7, rerank: false, "trace.server": "verbose" }));
@@ -34,11 +37,18 @@ describe("settings", () => {
       server: { path: "/x/backstory", args: [] },
       results: { count: 7 },
       rerank: false,
+      secondStage: "learned",
       hover: { enabled: true, prewarm: true },
       trace: { server: "verbose" },
     });
   });
   it("restarts for server-affecting settings only", () => {
-    assert.deepEqual(RESTART_KEYS, ["backstory.server", "backstory.results", "backstory.rerank", "backstory.hover"]);
+    assert.deepEqual(RESTART_KEYS, [
+      "backstory.server",
+      "backstory.results",
+      "backstory.rerank",
+      "backstory.secondStage",
+      "backstory.hover",
+    ]);
   });
 });

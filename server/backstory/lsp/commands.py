@@ -68,7 +68,7 @@ def _options(ls: BackstoryServer, obj: dict[str, Any]) -> SearchOptions:
         raise invalid(str(e)) from None
     return SearchOptions(
         k=k, filters=filters, rerank=ls.options.rerank and obj.get("rerank", True) is not False,
-        recency_weight=ls.options.recencyWeight,
+        recency_weight=ls.options.recencyWeight, second_stage=ls.options.secondStage,
     )  # fmt: skip
 
 

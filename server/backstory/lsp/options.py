@@ -29,6 +29,7 @@ ALIASES = {
     "recency.weight": "recencyWeight",
     "cross_encoder_dir": "crossEncoderDir",
     "rerank.enabled": "rerank",
+    "second_stage": "secondStage",
 }
 
 
@@ -48,6 +49,8 @@ class Options:
     rerank: bool = True
     reranker: str = attrs.field(default="maxsim", validator=attrs.validators.in_(["maxsim", "cross-encoder", "none"]))
     crossEncoderDir: str | None = None
+    # how the reranked candidates are ordered: the learned model, or rerank + 0.5 x fused (SearchOptions)
+    secondStage: str = attrs.field(default="learned", validator=attrs.validators.in_(["learned", "blend"]))
     hover: bool = True
     hoverMax: int = attrs.field(default=3, validator=_positive)
     hoverPrewarm: bool = True  # compute opened documents' hovers in the background

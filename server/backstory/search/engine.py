@@ -344,13 +344,14 @@ class Engine:
         """The learned second stage's feature rows for ``top`` (what ``tools/finetune`` trains on)."""
         with self._lock:  # the commit-text cache, and the index snapshot the lanes searched
             searcher = self._text_index().searcher()
-            return self.second.rows(self.store.db, searcher, query, top, rerank, dense_scores)
+            messages = not self._no_messages()
+            return self.second.rows(self.store.db, searcher, query, top, rerank, dense_scores, messages)
 
     def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
         model_id = emb.model_id if emb is not None else None
         rows = functools.partial(self.candidate_features, query, top, rerank, dense_scores)
-        return self.second.scores(top, rows, model_id, meta)
+        return self.second.scores(top, rows, model_id, meta, messages=not self._no_messages())
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))

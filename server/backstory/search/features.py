@@ -49,6 +49,9 @@ FEATURES = (
     "remove_x_removed",  # "remove ..." x removed share of changed tokens
     "docs_x_docs",  # the query speaks of docs, a typo, the readme or changelog x docs share
     "tests_x_tests",  # the query speaks of tests x share of test files
+    # the commit's message, where the index holds messages (0 in a message-blind index)
+    "message_rank",  # 1 / (1 + the commit's rank in the message lane), 0 when absent
+    "cover_message",  # idf-weighted share of the query's terms, change verbs included, in its subject and body
 )
 MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
@@ -98,6 +101,7 @@ class CommitText:
     seen: set[str] = field(default_factory=set)  # query terms anywhere in the excerpts
     seen_names: set[str] = field(default_factory=set)  # query terms in paths and symbols
     identifiers: set[str] = field(default_factory=set)  # identifier-like words found in changed lines
+    seen_message: set[str] = field(default_factory=set)  # query terms in the message (messages indexed only)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class CommitTokens:
     counts: dict[str, Counter[str]]  # "add" / "rem" / "ctx" -> term counts
     names: frozenset[str]  # terms of paths and touched symbols
     changed: str  # the changed lines as written, for verbatim identifier matches
+    message: frozenset[str] = frozenset()  # terms of the subject and body
 
 
 def identifiers(query: str) -> tuple[str, ...]:
@@ -141,7 +146,7 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
 
 def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
-    row = db.execute("SELECT n_hunks FROM commits WHERE sha=?", (sha,)).fetchone()
+    row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
     files = tuple(r[0] for r in db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,)))
     lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
     names: list[str] = []
@@ -157,11 +162,13 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
         counts={kind: Counter(analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
         names=frozenset(analyze(" ".join(names))),
         changed="\n".join(lines["add"] + lines["rem"]),
+        message=frozenset(analyze(f"{row[1]}\n{row[2]}")) if row else frozenset(),
     )
 
 
-def commit_text(tokens: CommitTokens, q: QueryInfo) -> CommitText:
-    """The query's view of one commit: its terms' counts per line kind, where they occur, its identifiers."""
+def commit_text(tokens: CommitTokens, q: QueryInfo, messages: bool = False) -> CommitText:
+    """The query's view of one commit: its terms' counts per line kind, where they occur, its identifiers, and
+    (only with ``messages``: an index built with ``--no-messages`` must not see them) its message's terms."""
     wanted = dict.fromkeys(q.all_terms + q.terms)
     ct = CommitText(n_hunks=tokens.n_hunks, files=list(tokens.files))
     for kind, counts in tokens.counts.items():
@@ -170,6 +177,8 @@ def commit_text(tokens: CommitTokens, q: QueryInfo) -> CommitText:
         ct.seen.update(ct.tf[kind])
     ct.seen_names = {t for t in wanted if t in tokens.names}
     ct.identifiers = {i for i in q.identifiers if verbatim(i, tokens.changed)}
+    if messages:
+        ct.seen_message = {t for t in q.all_terms if t in tokens.message}
     return ct
 
 
@@ -201,17 +210,25 @@ class TokenCache:
 
 
 def gather(
-    db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: TokenCache | None = None
+    db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: TokenCache | None = None, messages: bool = False
 ) -> dict[str, CommitText]:
     """:func:`commit_text` of each commit, its text read through ``cache`` if given."""
-    return {sha: commit_text(cache.get(db, sha) if cache is not None else commit_tokens(db, sha), q) for sha in shas}
+    read = (lambda sha: cache.get(db, sha)) if cache is not None else (lambda sha: commit_tokens(db, sha))
+    return {sha: commit_text(read(sha), q, messages) for sha in shas}
 
 
 def feature_row(
-    q: QueryInfo, ct: CommitText, fused: float, maxsim: float, centroid: float, dense_rank: int | None
+    q: QueryInfo,
+    ct: CommitText,
+    fused: float,
+    maxsim: float,
+    centroid: float,
+    dense_rank: int | None,
+    message_rank: int | None = None,
 ) -> list[float]:
-    """One candidate's features, in :data:`FEATURES` order."""
+    """One candidate's features, in :data:`FEATURES` order (ranks: 1-based lane ranks, None when absent)."""
     total = sum(q.idf[t] for t in q.terms) or 1.0
+    total_all = sum(q.idf[t] for t in dict.fromkeys(q.all_terms)) or 1.0
 
     def cover(present: Callable[[str], bool]) -> float:
         return sum(q.idf[t] for t in q.terms if present(t)) / total
@@ -247,6 +264,8 @@ def feature_row(
         when("remove", 1.0 - added),
         docs if q.about_docs else 0.0,
         tests if q.about_tests else 0.0,
+        1.0 / (1 + message_rank) if message_rank is not None else 0.0,
+        sum(q.idf[t] for t in dict.fromkeys(q.all_terms) if t in ct.seen_message) / total_all,
     ]
 
 

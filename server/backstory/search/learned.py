@@ -8,9 +8,14 @@ histories that neither the embedding model nor the evaluation's held-out histori
 (``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md, "Ranking quality — eighth session").
 
 Why linear: gradient-boosted trees ranked no better on held-out histories (same section), and it is
-nineteen multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
+a few multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
 The score is the logistic of the linear form, so it is positive (the recency nudge multiplies it) and
-between 0 and 1.
+between 0 and 1; the fit's L2 keeps the weights small enough that the logistic does not saturate into ties
+(a with-messages fit with weights ~14 did, and ranked below the blend: ninth session).
+
+Why two models (:data:`MODEL_FILES`): with messages indexed, the message lane decides most subject-like
+queries and the fused score means something else, so a message-blind model ordered worse than the blend
+there; each kind of index gets weights fitted on its own kind.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from typing import Any
 
 from .features import FEATURES
 
-MODEL_FILE = "second_stage.json"
+#: One model per kind of index: with messages the message lane dominates the fused score and the commit's message
+#: is a feature, so the weights that suit a message-blind index do not suit one with messages (docs/benchmarks.md).
+MODEL_FILES = {False: "second_stage.json", True: "second_stage_messages.json"}  # keyed by "the index has messages"
 
 
 class SecondStageUnavailable(Exception):
@@ -35,7 +42,7 @@ class SecondStageUnavailable(Exception):
 @dataclass(frozen=True)
 class LinearRanker:
     name: str
-    features: tuple[str, ...]
+    features: tuple[str, ...]  # the :data:`FEATURES` it reads, in its weights' order (any subset)
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     weights: tuple[float, ...]
@@ -43,11 +50,13 @@ class LinearRanker:
     embedding_model: str | None = None  # the model id whose MaxSim and centroid scores it was fitted on
 
     def score(self, rows: Sequence[Sequence[float]]) -> list[float]:
-        """logistic(sum_i w_i x (x_i - mean_i) / scale_i + bias) per row, rounded to 9 places (deterministic)."""
+        """logistic(sum_i w_i x (x_i - mean_i) / scale_i + bias) per row of all :data:`FEATURES`, over the model's
+        own features, rounded to 9 places (deterministic)."""
+        columns = [FEATURES.index(f) for f in self.features]
         out = []
         for row in rows:
             z = self.bias + math.fsum(
-                w * (x - m) / s for w, x, m, s in zip(self.weights, row, self.mean, self.scale, strict=True)
+                w * (row[c] - m) / s for w, c, m, s in zip(self.weights, columns, self.mean, self.scale, strict=True)
             )
             out.append(round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z)))), 9))
         return out
@@ -74,9 +83,10 @@ def parse(data: dict[str, Any]) -> LinearRanker:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SecondStageUnavailable(f"malformed second-stage model ({e!r})") from None
-    if features != FEATURES:
-        raise SecondStageUnavailable(f"second-stage model expects features {list(features)}, not {list(FEATURES)}")
-    if not len(ranker.mean) == len(ranker.scale) == len(ranker.weights) == len(FEATURES):
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown or len(set(features)) != len(features) or not features:
+        raise SecondStageUnavailable(f"second-stage model expects features {list(features)}; known: {list(FEATURES)}")
+    if not len(ranker.mean) == len(ranker.scale) == len(ranker.weights) == len(features):
         raise SecondStageUnavailable("second-stage model: mean, scale and weights must each have one value per feature")
     if any(s <= 0 or not math.isfinite(s) for s in ranker.scale) or not all(
         math.isfinite(v) for v in (*ranker.mean, *ranker.weights, ranker.bias)
@@ -85,13 +95,15 @@ def parse(data: dict[str, Any]) -> LinearRanker:
     return ranker
 
 
-def load(path: str | Path | None = None) -> LinearRanker:
-    """The model at ``path``, else the bundled one (``backstory/models/data/second_stage.json``)."""
+def load(path: str | Path | None = None, messages: bool = False) -> LinearRanker:
+    """The model at ``path``, else the bundled one for an index with or without ``messages``
+    (``backstory/models/data/``, :data:`MODEL_FILES`)."""
     try:
         if path is not None:
             text = Path(path).read_text(encoding="utf-8")
         else:
-            text = resources.files("backstory.models").joinpath("data", MODEL_FILE).read_text(encoding="utf-8")
+            bundled = resources.files("backstory.models").joinpath("data", MODEL_FILES[messages])
+            text = bundled.read_text(encoding="utf-8")
         data = json.loads(text)
     except (OSError, ValueError) as e:
         raise SecondStageUnavailable(f"second-stage model unreadable ({e})") from None

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 class SecondStage:
     def __init__(self, model_path: str | None = None) -> None:
-        self.model_path = model_path  # a user's own model; None = the bundled one
-        self._model: learned.LinearRanker | str | None = None  # the model, or why it is unavailable
+        self.model_path = model_path  # a user's own model, for every index; None = the bundled ones
+        self._models: dict[bool, learned.LinearRanker | str] = {}  # by "index has messages": model, or why not
         self.texts = features.TokenCache()
 
     def applies(self, opts: SearchOptions, lanes_used: list[str], reranker: str | None) -> bool:
@@ -43,15 +43,16 @@ class SecondStage:
             and opts.dense_commits == "centroid" and "dense" in lanes_used
         )  # fmt: skip
 
-    def model(self) -> learned.LinearRanker | None:
-        """The model, loaded once (a file fixed later needs a new engine, i.e. a server restart); None, with
-        the reason kept, when it is unavailable."""
-        if self._model is None:
+    def model(self, messages: bool) -> learned.LinearRanker | None:
+        """The model for an index with or without ``messages``, loaded once (a file fixed later needs a new
+        engine, i.e. a server restart); None, with the reason kept, when it is unavailable."""
+        if messages not in self._models:
             try:
-                self._model = learned.load(self.model_path)
+                self._models[messages] = learned.load(self.model_path, messages)
             except learned.SecondStageUnavailable as e:
-                self._model = str(e)
-        return self._model if isinstance(self._model, learned.LinearRanker) else None
+                self._models[messages] = str(e)
+        model = self._models[messages]
+        return model if isinstance(model, learned.LinearRanker) else None
 
     def rows(
         self,
@@ -61,16 +62,17 @@ class SecondStage:
         top: list[FusedCommit],
         rerank: dict[str, float],
         dense_scores: dict[str, float],
+        messages: bool,
     ) -> list[list[float]]:
-        """:data:`.features.FEATURES` of each candidate, in ``top``'s order (idf from ``searcher``)."""
+        """:data:`.features.FEATURES` of each candidate, in ``top``'s order (idf from ``searcher``; the commits'
+        messages only where the index holds them)."""
         q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
-        texts = features.gather(db, [c.sha for c in top], q, self.texts)
-        return [
-            features.feature_row(
-                q, texts[c.sha], c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0), c.lanes.get("dense")
-            )
-            for c in top
-        ]
+        texts = features.gather(db, [c.sha for c in top], q, self.texts, messages)
+        rows = []
+        for c in top:
+            scores = (c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0))
+            rows.append(features.feature_row(q, texts[c.sha], *scores, c.lanes.get("dense"), c.lanes.get("message")))
+        return rows
 
     def scores(
         self,
@@ -78,13 +80,14 @@ class SecondStage:
         rows: Callable[[], list[list[float]]],
         embedding_model: str | None,
         meta: dict[str, Any],
+        messages: bool,
     ) -> dict[str, float]:
         """Candidates' learned scores (``rows``: their features, computed only if the model applies); {} when
         the model is unavailable (with a warning in ``meta``) or was fitted on another embedding model's scores
         than ``embedding_model``'s."""
-        model = self.model()
+        model = self.model(messages)
         if model is None:
-            meta["warnings"].append(f"{self._model}; ordering by rerank + fused score instead")
+            meta["warnings"].append(f"{self._models[messages]}; ordering by rerank + fused score instead")
             return {}
         fitted_with = model.embedding_model
         if self.model_path is None and fitted_with and embedding_model != fitted_with:

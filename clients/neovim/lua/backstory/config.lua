@@ -44,6 +44,7 @@ M.defaults = {
   k = nil, -- number of results (server default 10)
   rerank = nil, -- second-stage reranking (server default true)
   reranker = nil, -- "maxsim" | "cross-encoder" | "none" (server default "maxsim")
+  second_stage = nil, -- "learned" | "blend": how reranked candidates are ordered (server default "learned")
   hover = nil, -- show past changes on hover (server default true)
   hover_max = nil, -- commits listed in a hover (server default 3)
   dense = nil, -- dense (embedding) lane (server default true)
@@ -92,6 +93,12 @@ M.validators = {
       return v == "maxsim" or v == "cross-encoder" or v == "none"
     end,
     'one of "maxsim", "cross-encoder", "none"',
+  },
+  second_stage = {
+    function(v)
+      return v == "learned" or v == "blend"
+    end,
+    'one of "learned", "blend"',
   },
   hover = { "boolean" },
   hover_max = { is_positive_int, "a positive integer" },
