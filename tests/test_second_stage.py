@@ -244,3 +244,27 @@ def test_message_cover_weighs_terms_by_idf_and_counts_change_verbs() -> None:
     assert f(feature_row(q, ct, 0, 0, 0, None, message_rank=1), "cover_message") == pytest.approx(0.75)
     assert f(feature_row(q, ct, 0, 0, 0, None, message_rank=1), "message_rank") == 0.5
     assert f(feature_row(q, ct, 0, 0, 0, None), "message_rank") == 0.0
+
+
+def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_hunks(tmp_path: Path) -> None:
+    """The with-messages model reads scores, ranks and the message only, so its rows skip the hunks (the costly
+    part) — and must score exactly as from full rows."""
+    from backstory.search.fusion import FusedCommit
+
+    repo = GitRepo(tmp_path / "r")
+    a = repo.commit("Retry uploads with backoff", {"net.py": "def send(x):\n    return retry(x)\n"})
+    b = repo.commit("Parse headers lazily", {"http.py": "def headers(raw):\n    return dict(raw)\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=False))
+    model = learned.load(messages=True)
+    assert set(model.features) <= features.WITHOUT_HUNKS
+    with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
+        top = [FusedCommit(a, 1.2, {"diff": 1, "message": 1}), FusedCommit(b, 0.7, {"diff": 2})]
+        rerank = {a: 0.6, b: 0.3}
+        full = engine.candidate_features("retry the upload", top, rerank, {})
+        assert len(engine.second.texts) == 2
+        engine.second.texts.clear()
+        light = engine.candidate_features("retry the upload", top, rerank, {}, needed=model.features)
+        assert len(engine.second.texts) == 0  # no hunks read, nothing cached
+    assert model.score(light) == model.score(full)
+    assert f(full[0], "log_files") > 0 and f(light[0], "log_files") == 0.0  # hunk statistics: not computed
+    assert f(light[0], "cover_message") > 0 and f(light[1], "cover_message") == 0.0

@@ -3,6 +3,10 @@
 Queries are commit subject lines; the relevant result is that commit. The index is built with ``--no-messages``,
 so the subject is never searchable text and the lanes must find the commit from its diff alone. Reports
 Recall@1/5/10 and MRR@10 per configuration (BM25 lanes, dense only, fused, fused + rerank, ...).
+
+``--pr-titles`` measures the other kind of index, the default one, with messages: pull-request titles as
+queries, any of the pull request's commits right (:mod:`backstory.pr_titles`), and the paraphrased titles
+(those equal to none of the commits' subjects) reported apart as well.
 """
 
 from __future__ import annotations
@@ -242,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("repo")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--index-dir", help="reuse/keep the evaluation index here (built with --no-messages)")
+    ap.add_argument("--index-dir", help="reuse/keep the evaluation index here (message-blind unless --pr-titles)")
     ap.add_argument(
         "--pr-titles",
         action="store_true",

@@ -11,7 +11,7 @@ import functools
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from ..index.store import SCHEMA_VERSION, StoreError
 from ..index.text_index import Filters, filter_query, open_index, search_lane
 from . import render
 from .dense import DenseLane
+from .features import FEATURES
 from .fusion import FUSION_METHODS, MARGIN_REF, RRF_K, SIZE_PRIOR, FusedCommit, fuse
 from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
 from .second_stage import SecondStage
@@ -339,13 +340,19 @@ class Engine:
         return out
 
     def candidate_features(
-        self, query: str, top: list[FusedCommit], rerank: dict[str, float], dense_scores: dict[str, float]
+        self,
+        query: str,
+        top: list[FusedCommit],
+        rerank: dict[str, float],
+        dense_scores: dict[str, float],
+        needed: Collection[str] = FEATURES,
     ) -> list[list[float]]:
-        """The learned second stage's feature rows for ``top`` (what ``tools/finetune`` trains on)."""
+        """The learned second stage's feature rows for ``top`` (all of them by default: what ``tools/finetune``
+        trains on; a model computes only the ``needed`` ones it reads)."""
         with self._lock:  # the commit-text cache, and the index snapshot the lanes searched
             searcher = self._text_index().searcher()
             messages = not self._no_messages()
-            return self.second.rows(self.store.db, searcher, query, top, rerank, dense_scores, messages)
+            return self.second.rows(self.store.db, searcher, query, top, rerank, dense_scores, messages, needed)
 
     def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()

@@ -7,6 +7,9 @@ removed code, looks the same as one that matches once. The second stage reads th
 (at most :data:`MAX_HUNKS` of them, so one huge commit costs no more than that) and counts query terms in
 added, removed and context lines, in paths and symbols, and the query's identifier-like words verbatim.
 
+Why message features: where the index holds messages (the default), the message lane's rank and how much of the
+query the commit's subject and body cover are evidence of their own; a message-blind index never reads them.
+
 Why intent products: a commit subject usually opens with what was done ("Add ...", "Remove ..."), and whether
 the change mostly adds or removes code says whether it did that; a linear model cannot multiply two features
 itself, so the products are features (likewise a query about docs or tests x the commit's share of them).
@@ -53,6 +56,9 @@ FEATURES = (
     "message_rank",  # 1 / (1 + the commit's rank in the message lane), 0 when absent
     "cover_message",  # idf-weighted share of the query's terms, change verbs included, in its subject and body
 )
+#: Features that need no hunk text (scores, ranks, the message): a model reading only these skips the catalogue's
+#: hunks, the costly part of a row (the with-messages model reads fused, maxsim, message_rank, cover_message).
+WITHOUT_HUNKS = frozenset(("fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message"))
 MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
 DOCS = re.compile(
@@ -166,6 +172,17 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     )
 
 
+def message_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
+    """Only the commit's message and hunk count (no hunks read): for a model whose features are all in
+    :data:`WITHOUT_HUNKS`; every hunk statistic is 0."""
+    row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
+    empty: Counter[str] = Counter()
+    return CommitTokens(
+        n_hunks=int(row[0]) if row else 0, files=(), counts={"add": empty, "rem": empty, "ctx": empty},
+        names=frozenset(), changed="", message=frozenset(analyze(f"{row[1]}\n{row[2]}")) if row else frozenset(),
+    )  # fmt: skip
+
+
 def commit_text(tokens: CommitTokens, q: QueryInfo, messages: bool = False) -> CommitText:
     """The query's view of one commit: its terms' counts per line kind, where they occur, its identifiers, and
     (only with ``messages``: an index built with ``--no-messages`` must not see them) its message's terms."""
@@ -210,9 +227,17 @@ class TokenCache:
 
 
 def gather(
-    db: sqlite3.Connection, shas: Sequence[str], q: QueryInfo, cache: TokenCache | None = None, messages: bool = False
+    db: sqlite3.Connection,
+    shas: Sequence[str],
+    q: QueryInfo,
+    cache: TokenCache | None = None,
+    messages: bool = False,
+    hunks: bool = True,
 ) -> dict[str, CommitText]:
-    """:func:`commit_text` of each commit, its text read through ``cache`` if given."""
+    """:func:`commit_text` of each commit, its text read through ``cache`` if given; without ``hunks``, from
+    its message alone (:func:`message_tokens`, not cached: one short row)."""
+    if not hunks:
+        return {sha: commit_text(message_tokens(db, sha), q, messages) for sha in shas}
     read = (lambda sha: cache.get(db, sha)) if cache is not None else (lambda sha: commit_tokens(db, sha))
     return {sha: commit_text(read(sha), q, messages) for sha in shas}
 

@@ -12,7 +12,7 @@ from . import features, learned
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
     import tantivy
 
@@ -63,11 +63,14 @@ class SecondStage:
         rerank: dict[str, float],
         dense_scores: dict[str, float],
         messages: bool,
+        needed: Collection[str] = features.FEATURES,
     ) -> list[list[float]]:
         """:data:`.features.FEATURES` of each candidate, in ``top``'s order (idf from ``searcher``; the commits'
-        messages only where the index holds them)."""
+        messages only where the index holds them). Only the ``needed`` ones are sure to be computed: when
+        none needs hunk text, the hunks are not read and their statistics are 0."""
         q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
-        texts = features.gather(db, [c.sha for c in top], q, self.texts, messages)
+        hunks = not set(needed) <= features.WITHOUT_HUNKS
+        texts = features.gather(db, [c.sha for c in top], q, self.texts, messages, hunks)
         rows = []
         for c in top:
             scores = (c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0))
@@ -77,12 +80,13 @@ class SecondStage:
     def scores(
         self,
         top: list[FusedCommit],
-        rows: Callable[[], list[list[float]]],
+        rows: Callable[[Collection[str]], list[list[float]]],
         embedding_model: str | None,
         meta: dict[str, Any],
         messages: bool,
     ) -> dict[str, float]:
-        """Candidates' learned scores (``rows``: their features, computed only if the model applies); {} when
+        """Candidates' learned scores (``rows``: their features, computed only if the model applies, given the
+        names the model reads); {} when
         the model is unavailable (with a warning in ``meta``) or was fitted on another embedding model's scores
         than ``embedding_model``'s."""
         model = self.model(messages)
@@ -93,4 +97,4 @@ class SecondStage:
         if self.model_path is None and fitted_with and embedding_model != fitted_with:
             return {}
         meta["second_stage"] = "learned"
-        return dict(zip((c.sha for c in top), model.score(rows()), strict=True))
+        return dict(zip((c.sha for c in top), model.score(rows(model.features)), strict=True))
