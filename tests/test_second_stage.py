@@ -229,7 +229,7 @@ def test_message_features_only_where_the_index_holds_messages(tmp_path: Path, no
     sha = repo.commit("Retry flaky uploads with exponential backoff", {"net.py": "def send(x):\n    return x\n"})
     index_repository(repo.path, options=BuildOptions(no_messages=no_messages))
     with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
-        top = [FusedCommit(sha, 1.0, {"diff": 1} if no_messages else {"diff": 1, "message": 2})]
+        top = [FusedCommit(sha, 1.0, {"diff": 1, "message": 2})]  # even if a message rank reached it
         (row,) = engine.candidate_features("retry uploads with backoff", top, {}, {})
     if no_messages:
         assert f(row, "message_rank") == 0.0 and f(row, "cover_message") == 0.0

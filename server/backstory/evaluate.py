@@ -105,9 +105,21 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in out.items()}
 
 
+def indexed_commits(engine: Engine) -> set[str]:
+    """Commits with at least one indexed hunk: the only ones a search can return."""
+    return {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
+
+
+def pr_title_sample(repo_path: Path, engine: Engine, n: int, seed: int, skip: int = 0) -> list[pr_titles.PullRequest]:
+    """``n`` pull requests with indexed commits, shuffled by ``seed``, after the first ``skip`` (the evaluation's
+    own, for a training history that is also evaluated)."""
+    prs = pr_titles.pull_requests(repo_path, indexed_commits(engine))
+    return pr_titles.sample(prs, skip + n, seed)[skip:]
+
+
 def sample(repo_path: Path, engine: Engine, n: int, seed: int) -> list[tuple[str, str]]:
     repo = open_repo(repo_path)
-    with_hunks = {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
+    with_hunks = indexed_commits(engine)
     pairs = sorted(
         (c.subject, c.sha) for c in walk(repo, head_sha(repo))
         if not c.is_merge and len(c.subject.split()) >= 3 and c.sha in with_hunks
@@ -303,8 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     shipped_rerank = engine.dense.rerank
     files = engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
     if args.pr_titles:
-        indexed = {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
-        prs = pr_titles.sample(pr_titles.pull_requests(repo_path, indexed), args.queries, args.seed)
+        prs = pr_title_sample(repo_path, engine, args.queries, args.seed)
         cases = [(pr.title, pr.commits) for pr in prs]
         paraphrased = [not pr.same_as_subject for pr in prs]
     else:
@@ -330,10 +341,12 @@ def main(argv: list[str] | None = None) -> int:
                 shas = [r["commit"]["sha"] for r in results]
             ranks.append(next((i + 1 for i, sha in enumerate(shas) if sha in right), None))
             if results and ranks[-1] != 1 and len(misses) < args.dump_misses:
-                misses.append(miss(engine, query, min(right), ranks[-1], results))
+                wanted = next((sha for sha in shas if sha in right), min(right))  # the one found, else any
+                misses.append(miss(engine, query, wanted, ranks[-1], results))
         report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(cases), 1)}
         if args.pr_titles:
-            report[name]["paraphrased"] = metrics([r for r, p in zip(ranks, paraphrased, strict=True) if p])
+            kept = [r for r, p in zip(ranks, paraphrased, strict=True) if p]
+            report[name]["paraphrased"] = {**metrics(kept), "n": len(kept)} if kept else None
         print(name, report[name], file=sys.stderr)
         if misses:
             report[name]["misses"] = misses

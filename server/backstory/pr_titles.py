@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dulwich.errors import MissingCommitError
 from dulwich.objects import ObjectID
 from dulwich.repo import Repo
 
@@ -33,8 +34,10 @@ class PullRequest:
 
 
 def pull_requests(repo_path: str | Path, indexed: set[str] | None = None) -> list[PullRequest]:
-    """Every GitHub pull-request merge on HEAD's history with a title of three words or more and 1 to
-    :data:`MAX_COMMITS` non-merge commits (those in ``indexed``, when given), sorted by merge sha."""
+    """Every GitHub pull-request merge on HEAD's history with a title of three words or more, at most
+    :data:`MAX_COMMITS` commits on its branch (merges included) and at least one non-merge commit among them
+    (in ``indexed``, when given), sorted by merge sha. A pull request whose branch a shallow clone cut off is
+    left out."""
     repo = open_repo(repo_path)
     try:
         return sorted(_pull_requests(repo, indexed), key=lambda pr: pr.merge)
@@ -51,8 +54,11 @@ def _pull_requests(repo: Repo, indexed: set[str] | None) -> Iterator[PullRequest
         title = next((line.strip() for line in lines if line.strip()), "")
         if len(title.split()) < 3:
             continue
-        branch = repo.get_walker(include=[merge.parents[1]], exclude=[merge.parents[0]], max_entries=MAX_COMMITS + 1)
-        commits = [e.commit for e in branch]
+        try:
+            walk = repo.get_walker(include=[merge.parents[1]], exclude=[merge.parents[0]], max_entries=MAX_COMMITS + 1)
+            commits = [e.commit for e in walk]
+        except (KeyError, MissingCommitError):  # beyond a shallow clone's boundary
+            continue
         if len(commits) > MAX_COMMITS:
             continue
         answers = {c.id.decode(): c for c in commits if len(c.parents) == 1}

@@ -9,7 +9,8 @@ INDEX_DIR holds a backstory index of REPO, its dense phase done with the default
 message-holding index is searched with. The engine computes the rows itself (``Engine.candidate_features``),
 so training sees exactly what search scores. Subject queries are drawn as the evaluation draws them, after its
 first ``--test`` (pass ``--test 0`` for a history that is never evaluated); ``--pr-titles`` uses pull-request
-titles instead (``backstory.pr_titles``; any of the pull request's commits is right). Writes
+titles instead, drawn as ``evaluate --pr-titles`` draws them, after its first ``--test`` too (any of the pull
+request's commits is right). Writes
 OUT_DIR/NAME.rows.json; a group's ``relevant`` lists the right commits.
 """
 
@@ -17,8 +18,7 @@ import json
 
 from pairs import history_parser
 
-from backstory import pr_titles
-from backstory.evaluate import CONFIGS, options_for, sample
+from backstory.evaluate import CONFIGS, options_for, pr_title_sample, sample
 from backstory.search.engine import Engine, ModelConfig
 
 
@@ -46,8 +46,7 @@ def main() -> None:
     engine._fused = record_fused
     opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend"}, 20)
     if args.pr_titles:
-        indexed = {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
-        prs = pr_titles.sample(pr_titles.pull_requests(args.repo, indexed), args.queries, args.seed)
+        prs = pr_title_sample(args.repo, engine, args.queries, args.seed, skip=args.test)
         queries = [(pr.title, sorted(pr.commits)) for pr in prs]
     else:
         queries = [(s, [sha]) for s, sha in sample(args.repo, engine, 10**9, args.seed)[args.test :][: args.queries]]

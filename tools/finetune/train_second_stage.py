@@ -4,8 +4,9 @@ usage: python train_second_stage.py OUT.json ROWS.json... [--held-out ROWS.json.
        [--leave-one-out] [--features a,b,...]
 
 A linear model over the standardised features, fitted by full-batch gradient descent on the listwise softmax
-loss: per query, the cross-entropy of the right commit among its candidates (queries whose right commit is
-not a candidate teach nothing and are skipped). Deterministic: zero start, full batches, no sampling.
+loss: per query, minus the log of the softmax probability of its right commits among the candidates (one for a
+commit subject, any of a pull request's; queries with none among the candidates teach nothing and are skipped).
+Deterministic: zero start, full batches, no sampling.
 
 Reports MRR@10 over the candidates for the fitted model and for the previous order (MaxSim + 0.5 x fused) on
 every ``--held-out`` file (histories not trained on), and with ``--leave-one-out`` the same for each training
@@ -23,10 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from backstory.search.features import FEATURES
+from backstory.search.features import FEATURES, MESSAGE_FEATURES
 from backstory.search.learned import LinearRanker
-
-MESSAGE_FEATURES = ("message_rank", "cover_message")
 
 Data = tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]  # rows, labels, (start, end) per query
 
@@ -55,7 +54,10 @@ def fit(data: Data, l2: float, steps: int, names: tuple[str, ...], lr: float = 0
         for s, e in spans:
             logits = z[s:e] @ w
             p = np.exp(logits - logits.max())
-            grad += z[s:e].T @ (p / p.sum() - y[s:e])
+            # loss -log(sum of the right commits' probabilities): a pull request has several, any one first is a hit
+            right = np.where(y[s:e] > 0, logits, -np.inf)
+            q = np.exp(right - right.max())
+            grad += z[s:e].T @ (p / p.sum() - q / q.sum())
         w -= lr * (grad / len(spans) + l2 * w)
     return LinearRanker("second-stage-linear", names, tuple(mean), tuple(scale), tuple(w.round(6)))
 

@@ -56,6 +56,8 @@ FEATURES = (
     "message_rank",  # 1 / (1 + the commit's rank in the message lane), 0 when absent
     "cover_message",  # idf-weighted share of the query's terms, change verbs included, in its subject and body
 )
+#: Features only an index with messages gives values (0 in a message-blind one).
+MESSAGE_FEATURES = ("message_rank", "cover_message")
 #: Features that need no hunk text (scores, ranks, the message): a model reading only these skips the catalogue's
 #: hunks, the costly part of a row (the with-messages model reads fused, maxsim, message_rank, cover_message).
 WITHOUT_HUNKS = frozenset(("fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message"))
@@ -174,7 +176,7 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
 
 def message_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     """Only the commit's message and hunk count (no hunks read): for a model whose features are all in
-    :data:`WITHOUT_HUNKS`; every hunk statistic is 0."""
+    :data:`WITHOUT_HUNKS`; the features outside it are not meaningful from these."""
     row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
     empty: Counter[str] = Counter()
     return CommitTokens(

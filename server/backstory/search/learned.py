@@ -10,8 +10,7 @@ histories that neither the embedding model nor the evaluation's held-out histori
 Why linear: gradient-boosted trees ranked no better on held-out histories (same section), and it is
 a few multiply-adds per candidate, deterministic, and each feature's weight can be read and reasoned about.
 The score is the logistic of the linear form, so it is positive (the recency nudge multiplies it) and
-between 0 and 1; the fit's L2 keeps the weights small enough that the logistic does not saturate into ties
-(a with-messages fit with weights ~14 did, and ranked below the blend: ninth session).
+between 0 and 1.
 
 Why two models (:data:`MODEL_FILES`): with messages indexed, the message lane decides most subject-like
 queries and the fused score means something else, so a message-blind model ordered worse than the blend

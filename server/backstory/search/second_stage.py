@@ -67,14 +67,15 @@ class SecondStage:
     ) -> list[list[float]]:
         """:data:`.features.FEATURES` of each candidate, in ``top``'s order (idf from ``searcher``; the commits'
         messages only where the index holds them). Only the ``needed`` ones are sure to be computed: when
-        none needs hunk text, the hunks are not read and their statistics are 0."""
+        none needs hunk text, the hunks are not read and the other features are not meaningful."""
         q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
         hunks = not set(needed) <= features.WITHOUT_HUNKS
         texts = features.gather(db, [c.sha for c in top], q, self.texts, messages, hunks)
         rows = []
         for c in top:
             scores = (c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0))
-            rows.append(features.feature_row(q, texts[c.sha], *scores, c.lanes.get("dense"), c.lanes.get("message")))
+            message_rank = c.lanes.get("message") if messages else None
+            rows.append(features.feature_row(q, texts[c.sha], *scores, c.lanes.get("dense"), message_rank))
         return rows
 
     def scores(
