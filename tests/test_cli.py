@@ -153,6 +153,7 @@ def test_deterministic_results(indexed) -> None:
         (("query", "x", "--batch", "/nonexistent/queries.txt"), "cannot read the query file"),
         (("query", "x", "--language", "klingon"), "unknown language 'klingon'; known: batch, c, "),
         (("query", "x", "--since", "2024-02-01", "--until", "2024-01-01"), "is after --until"),
+        (("query", "x", "--dense-pool", "-1"), "--dense-pool must be 0 or more, not -1"),
     ],
 )
 def test_bad_input_is_a_clear_error(indexed, args, message) -> None:
@@ -262,6 +263,7 @@ def test_second_stage_choice(indexed) -> None:
     from backstory.search import engine
 
     assert cli.SECOND_STAGES == engine.SECOND_STAGES  # the CLI keeps its own copy so that it starts fast
+    assert engine.SearchOptions().dense_pool == cli.DENSE_POOL
     path, _ = indexed
     assert query(path, "retry backoff", "--second-stage", "blend")["results"]
     bad = run("query", "-C", str(path), "retry", "--second-stage", "cross")

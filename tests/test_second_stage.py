@@ -99,7 +99,8 @@ def test_query_intent_meets_what_the_commit_did() -> None:
         return features.query_info(text, lambda t: 1, 10)
 
     assert (q("Add retry to the client").intent, q("Removed the old parser").intent) == ("add", "remove")
-    assert q("Fix the docs typo").intent is None and q("Fix the docs typo").about_docs
+    assert q("Fix the docs typo").intent == "fix" and q("Fix the docs typo").about_docs
+    assert q("Update the parser").intent is None
     assert q("more tests for the lexer").about_tests and not q("more tests for the lexer").about_docs
     ct = CommitText(n_hunks=2, files=["tests/test_a.py", "README.md"])
     ct.length = {"add": 9, "rem": 1, "ctx": 0}
@@ -108,6 +109,9 @@ def test_query_intent_meets_what_the_commit_did() -> None:
     assert f(feature_row(q("Remove a cache"), ct, 0, 0, 0, None), "remove_x_removed") == pytest.approx(2 / 12)
     assert f(feature_row(q("Update the README docs"), ct, 0, 0, 0, None), "docs_x_docs") == 0.5
     assert f(feature_row(q("Test the cache"), ct, 0, 0, 0, None), "tests_x_tests") == 0.5
+    fix, other = feature_row(q("fixed a crash"), ct, 0.7, 0, 0, None), feature_row(q("crash"), ct, 0.7, 0, 0, None)
+    assert (f(fix, "fix_x_changed"), f(fix, "fix_x_fused")) == (pytest.approx(math.log1p(10)), 0.7)
+    assert f(other, "fix_x_changed") == f(other, "fix_x_fused") == 0.0
 
 
 def test_gather_counts_query_terms_by_line_kind_in_a_real_catalogue(tmp_path: Path) -> None:
@@ -268,3 +272,15 @@ def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_h
     assert model.score(light) == model.score(full)
     assert f(full[0], "log_files") > 0 and f(light[0], "log_files") == 0.0  # hunk statistics: not computed
     assert f(light[0], "cover_message") > 0 and f(light[1], "cover_message") == 0.0
+
+
+def test_candidates_add_the_dense_lanes_top_commits_that_fusion_left_below_the_top() -> None:
+    from backstory.search.engine import SearchOptions, candidates
+    from backstory.search.fusion import FusedCommit
+
+    dense_rank = {3: 1, 25: 2, 30: 9, 31: 11, 40: None}  # fused position -> dense lane rank
+    fused = [FusedCommit(f"c{i:02d}", 1 - i / 100, {"dense": r} if (r := dense_rank.get(i)) else {}) for i in range(50)]
+    got = [c.sha for c in candidates(fused, SearchOptions(rerank_top=20, dense_pool=10))]
+    assert got == [f"c{i:02d}" for i in range(20)] + ["c25", "c30"]  # fused order kept; rank 11 is not in the top 10
+    assert len(candidates(fused, SearchOptions(rerank_top=20, dense_pool=0))) == 20
+    assert [c.sha for c in candidates(fused, SearchOptions(k=5, rerank=False))] == [f"c{i:02d}" for i in range(5)]

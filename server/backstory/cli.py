@@ -62,6 +62,7 @@ class ProgressBar:
 
 
 SECOND_STAGES = ("learned", "blend")  # = search.engine.SECOND_STAGES (tested); importing the engine costs 0.25 s
+DENSE_POOL = 10  # = search.engine.SearchOptions.dense_pool (tested)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -103,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--second-stage", choices=SECOND_STAGES, default=SECOND_STAGES[0],
         help="order the reranked candidates by the learned model (default) or by rerank + 0.5 x fused score",
+    )  # fmt: skip
+    q.add_argument(
+        "--dense-pool", type=int, default=DENSE_POOL, metavar="N",
+        help="also rerank the dense lane's top N commits that fusion ranked below the top 20 (0 = only those 20)",
     )  # fmt: skip
     q.add_argument("--reranker", choices=["maxsim", "cross-encoder", "none"], default=None)
     q.add_argument("--cross-encoder", help="directory with a cross-encoder model.onnx + tokenizer.json")
@@ -239,9 +244,11 @@ def _search_options(args: argparse.Namespace) -> Any:
         unknown = [x for x in lanes if x not in known]
         if unknown or not lanes:
             raise ValueError(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; lanes are {', '.join(known)}")
+    if args.dense_pool < 0:
+        raise ValueError(f"--dense-pool must be 0 or more, not {args.dense_pool}")
     return SearchOptions(
         k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion,
-        second_stage=args.second_stage,
+        second_stage=args.second_stage, dense_pool=args.dense_pool,
     )  # fmt: skip
 
 

@@ -46,6 +46,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fused-rrf": {"rerank": False, "fusion": "rrf", "weights": {**DEFAULT_WEIGHTS, "dense": 0.5}},  # RRF instead
     "fused+rerank": {"rerank": True},  # the learned second stage over the rerank (shipped)
     "fused+rerank-blend": {"rerank": True, "second_stage": "blend"},  # rerank + 0.5 x fused (before the 8th session)
+    # the reranked candidates without the dense lane's top 10 (before the tenth session)
+    "fused+rerank-pool0": {"rerank": True, "dense_pool": 0},
+    "fused+rerank-blend-pool0": {"rerank": True, "second_stage": "blend", "dense_pool": 0},
     "fused+rerank-blend1": {"rerank": True, "second_stage": "blend", "rerank_blend": 1.0},
     "fused+rerank-only": {"rerank": True, "second_stage": "blend", "rerank_blend": 0.0},  # rerank score alone
     "fused+rerank-blend3": {"rerank": True, "second_stage": "blend", "rerank_blend": 3.0},
@@ -180,6 +183,7 @@ def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
         dense_commits=cfg.get("dense_commits", DEFAULTS.dense_commits),
         margin_ref=cfg.get("margin_ref", DEFAULTS.margin_ref),
         second_stage=cfg.get("second_stage", DEFAULTS.second_stage),
+        dense_pool=cfg.get("dense_pool", DEFAULTS.dense_pool),
     )  # fmt: skip
 
 

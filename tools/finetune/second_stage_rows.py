@@ -19,7 +19,7 @@ import json
 from pairs import history_parser
 
 from backstory.evaluate import CONFIGS, options_for, pr_title_sample, sample
-from backstory.search.engine import Engine, ModelConfig
+from backstory.search.engine import Engine, ModelConfig, SearchOptions
 
 
 def main() -> None:
@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--model", help="the embedding model the index was built with, when not the default")
     ap.add_argument("--pr-titles", action="store_true", help="pull-request titles as queries, not commit subjects")
+    ap.add_argument("--dense-pool", type=int, default=SearchOptions().dense_pool, help="see SearchOptions.dense_pool")
     args = ap.parse_args()
     engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim", model_path=args.model))
     seen: dict = {}
@@ -44,7 +45,7 @@ def main() -> None:
 
     engine.dense.rerank = record_rerank
     engine._fused = record_fused
-    opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend"}, 20)
+    opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend", "dense_pool": args.dense_pool}, 20)
     if args.pr_titles:
         prs = pr_title_sample(args.repo, engine, args.queries, args.seed, skip=args.test)
         queries = [(pr.title, sorted(pr.commits)) for pr in prs]

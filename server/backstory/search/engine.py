@@ -56,6 +56,9 @@ class SearchOptions:
     filters: Filters = field(default_factory=Filters)
     rerank: bool = True
     rerank_top: int = 20  # top 30 measured no better (MRR .273 vs .269 on 100 queries) and 40% slower
+    # the dense lane's top commits that fused ranked below rerank_top join the reranked candidates (0 = none);
+    # 10 ranked best on leave-one-history-out (5: 1.113x, 10: 1.116x, 20: 1.114x, 0: 1.100x; docs/benchmarks.md)
+    dense_pool: int = 10
     recency_weight: float = DEFAULT_WEIGHT
     hunks_per_commit: int = 3
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
@@ -97,6 +100,21 @@ def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> di
     if weight <= 0:
         return dict(rerank)
     return {c.sha: rerank[c.sha] + weight * c.fused for c in top if c.sha in rerank}
+
+
+def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommit]:
+    """The commits the second stage orders: the fused top ``rerank_top`` (top ``k`` without a rerank) and,
+    with a rerank, any commit the dense lane ranked in its top ``dense_pool`` that fusion left further down.
+
+    Why: score fusion weighs the dense lane against keyword lanes that are often confident and wrong, so a
+    commit the dense lane ranks high can fall out of the fused top 20 the second stage sees, although the
+    second stage reads the dense rank itself.
+    """
+    n = max(opts.k, opts.rerank_top) if opts.rerank else opts.k
+    top = fused[:n]
+    if opts.rerank and opts.dense_pool > 0:
+        top += [c for c in fused[n:] if c.lanes.get("dense", opts.dense_pool + 1) <= opts.dense_pool]
+    return top
 
 
 class Engine:
@@ -300,7 +318,7 @@ class Engine:
         return out
 
     def _finish(self, query, fused, lanes_used, dense_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
-        top = fused[: max(opts.k, opts.rerank_top if opts.rerank else opts.k)]
+        top = candidates(fused, opts)
         commits = render.commit_rows(self.store.db, [c.sha for c in top])
         scores = {c.sha: c.fused for c in top}
         rerank_scores: dict[str, float] = {}

@@ -12,7 +12,9 @@ query the commit's subject and body cover are evidence of their own; a message-b
 
 Why intent products: a commit subject usually opens with what was done ("Add ...", "Remove ..."), and whether
 the change mostly adds or removes code says whether it did that; a linear model cannot multiply two features
-itself, so the products are features (likewise a query about docs or tests x the commit's share of them).
+itself, so the products are features (likewise a query about docs or tests x the commit's share of them). A
+"Fix ..." subject names a symptom more than the code, and a fix is usually small: its products with the
+change's size and with the fused score got negative weights (the model trusts size and lanes less for fixes).
 
 The split between :func:`gather` (catalogue and index reads) and :func:`feature_rows` (pure arithmetic) keeps
 the arithmetic unit-testable and lets the training tool record exactly the rows the engine scores.
@@ -55,12 +57,15 @@ FEATURES = (
     # the commit's message, where the index holds messages (0 in a message-blind index)
     "message_rank",  # 1 / (1 + the commit's rank in the message lane), 0 when absent
     "cover_message",  # idf-weighted share of the query's terms, change verbs included, in its subject and body
+    # a fix is usually small, and its subject names the symptom rather than the code (so lanes matching it weigh less)
+    "fix_x_changed",  # "fix ..." x ln(1 + changed tokens)
+    "fix_x_fused",  # "fix ..." x the fused score
 )
 #: Features only an index with messages gives values (0 in a message-blind one).
 MESSAGE_FEATURES = ("message_rank", "cover_message")
 #: Features that need no hunk text (scores, ranks, the message): a model reading only these skips the catalogue's
 #: hunks, the costly part of a row (the with-messages model reads fused, maxsim, message_rank, cover_message).
-WITHOUT_HUNKS = frozenset(("fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message"))
+WITHOUT_HUNKS = frozenset(("fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message", "fix_x_fused"))
 MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
 DOCS = re.compile(
@@ -77,6 +82,7 @@ INTENTS = {
                       "create", "created", "new", "support", "allow", "allows")),
     "remove": frozenset(("remove", "removes", "removed", "removing", "delete", "deleted", "drop", "dropped",
                          "drops", "kill", "strip", "stripped")),
+    "fix": frozenset(("fix", "fixes", "fixed", "fixing", "fixup", "bugfix", "hotfix", "bug")),
 }  # fmt: skip
 DOCS_WORDS = frozenset((
     "doc", "docs", "documentation", "document", "documented", "readme", "typo", "typos", "changelog", "docstring",
@@ -93,7 +99,7 @@ class QueryInfo:
     all_terms: tuple[str, ...]  # every term, change verbs too
     idf: Mapping[str, float]  # for all_terms, from the diff field's document frequencies
     identifiers: tuple[str, ...]  # words that look like code: set_next(), LRUCache.copy, 3.5.0, camelCase
-    intent: str | None = None  # "add" / "remove" from the first word, see INTENTS
+    intent: str | None = None  # "add" / "remove" / "fix" from the first word, see INTENTS
     about_docs: bool = False
     about_tests: bool = False
 
@@ -293,6 +299,8 @@ def feature_row(
         tests if q.about_tests else 0.0,
         1.0 / (1 + message_rank) if message_rank is not None else 0.0,
         sum(q.idf[t] for t in dict.fromkeys(q.all_terms) if t in ct.seen_message) / total_all,
+        when("fix", math.log1p(n_changed)),
+        when("fix", fused),
     ]
 
 
