@@ -264,6 +264,8 @@ def test_second_stage_choice(indexed) -> None:
 
     assert cli.SECOND_STAGES == engine.SECOND_STAGES  # the CLI keeps its own copy so that it starts fast
     assert engine.SearchOptions().dense_pool == cli.DENSE_POOL
+    args = cli._parser().parse_args(["query", "x", "--dense-pool", "3"])
+    assert cli._search_options(args).dense_pool == 3
     path, _ = indexed
     assert query(path, "retry backoff", "--second-stage", "blend")["results"]
     bad = run("query", "-C", str(path), "retry", "--second-stage", "cross")

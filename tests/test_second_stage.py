@@ -101,6 +101,7 @@ def test_query_intent_meets_what_the_commit_did() -> None:
     assert (q("Add retry to the client").intent, q("Removed the old parser").intent) == ("add", "remove")
     assert q("Fix the docs typo").intent == "fix" and q("Fix the docs typo").about_docs
     assert q("Update the parser").intent is None
+    assert [q(s).intent for s in ("Fix: typo", "fixed a crash", "prefix the keys")] == ["fix", "fix", None]
     assert q("more tests for the lexer").about_tests and not q("more tests for the lexer").about_docs
     ct = CommitText(n_hunks=2, files=["tests/test_a.py", "README.md"])
     ct.length = {"add": 9, "rem": 1, "ctx": 0}
@@ -269,6 +270,12 @@ def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_h
         engine.second.texts.clear()
         light = engine.candidate_features("retry the upload", top, rerank, {}, needed=model.features)
         assert len(engine.second.texts) == 0  # no hunks read, nothing cached
+        # every feature said to need no hunks comes out the same without them (a "fix" query sets the fix ones)
+        fix_full = engine.candidate_features("fix the upload retry", top, rerank, {})
+        fix_light = engine.candidate_features("fix the upload retry", top, rerank, {}, needed=features.WITHOUT_HUNKS)
+        for name in features.WITHOUT_HUNKS:
+            assert [f(r, name) for r in fix_light] == [f(r, name) for r in fix_full], name
+        assert f(fix_full[0], "fix_x_fused") == 1.2 and f(fix_full[0], "fix_x_changed") > 0
     assert model.score(light) == model.score(full)
     assert f(full[0], "log_files") > 0 and f(light[0], "log_files") == 0.0  # hunk statistics: not computed
     assert f(light[0], "cover_message") > 0 and f(light[1], "cover_message") == 0.0
@@ -278,9 +285,11 @@ def test_candidates_add_the_dense_lanes_top_commits_that_fusion_left_below_the_t
     from backstory.search.engine import SearchOptions, candidates
     from backstory.search.fusion import FusedCommit
 
-    dense_rank = {3: 1, 25: 2, 30: 9, 31: 11, 40: None}  # fused position -> dense lane rank
+    dense_rank = {3: 1, 25: 2, 30: 9, 31: 11, 35: 10}  # fused position -> dense lane rank
     fused = [FusedCommit(f"c{i:02d}", 1 - i / 100, {"dense": r} if (r := dense_rank.get(i)) else {}) for i in range(50)]
     got = [c.sha for c in candidates(fused, SearchOptions(rerank_top=20, dense_pool=10))]
-    assert got == [f"c{i:02d}" for i in range(20)] + ["c25", "c30"]  # fused order kept; rank 11 is not in the top 10
+    assert got == [f"c{i:02d}" for i in range(20)] + ["c25", "c30", "c35"]  # fused order; rank 11 is not in the top 10
     assert len(candidates(fused, SearchOptions(rerank_top=20, dense_pool=0))) == 20
+    # k above rerank_top: the fused top k, then the dense extras below it
+    assert [c.sha for c in candidates(fused, SearchOptions(k=30, rerank_top=20))][30:] == ["c30", "c35"]
     assert [c.sha for c in candidates(fused, SearchOptions(k=5, rerank=False))] == [f"c{i:02d}" for i in range(5)]

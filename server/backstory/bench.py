@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         full = Engine(repo_path, keep, ModelConfig(dense=True, reranker="maxsim"))
         if queries:
             res["query_fused_no_rerank"] = latency(lambda q: full.search(q, SearchOptions(rerank=False)), queries)
+            # key kept for comparison with earlier runs: since the tenth session the candidates are the top 20 plus
+            # the dense lane's top 10 that fusion ranked lower (SearchOptions.dense_pool)
             res["query_fused_rerank20"] = latency(lambda q: full.search(q, SearchOptions(rerank_top=20)), queries)
             # the same without the learned second stage (rerank + 0.5 x fused), to show what it costs
             blend = SearchOptions(rerank_top=20, second_stage="blend")

@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     q.add_argument(
         "--dense-pool", type=int, default=DENSE_POOL, metavar="N",
-        help="also rerank the dense lane's top N commits that fusion ranked below the top 20 (0 = only those 20)",
+        help="also rerank the dense lane's top N commits that fusion ranked below the reranked top 20 (0 = none)",
     )  # fmt: skip
     q.add_argument("--reranker", choices=["maxsim", "cross-encoder", "none"], default=None)
     q.add_argument("--cross-encoder", help="directory with a cross-encoder model.onnx + tokenizer.json")

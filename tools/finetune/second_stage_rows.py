@@ -2,7 +2,7 @@
 (``search.features``) of the candidates the shipped first stage + MaxSim rerank hand it, and which is right.
 
 usage: python second_stage_rows.py NAME REPO INDEX_DIR OUT_DIR [--queries 400] [--test 200] [--seed 1]
-       [--model DIR] [--pr-titles]
+       [--model DIR] [--pr-titles] [--dense-pool N] [--rerank-top N]
 
 INDEX_DIR holds a backstory index of REPO, its dense phase done with the default model: built with
 ``--no-messages`` for commit-subject queries (the evaluation's protocol), with messages for the queries a
@@ -20,6 +20,7 @@ from pairs import history_parser
 
 from backstory.evaluate import CONFIGS, options_for, pr_title_sample, sample
 from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.search.features import FEATURES
 
 
 def main() -> None:
@@ -28,6 +29,7 @@ def main() -> None:
     ap.add_argument("--model", help="the embedding model the index was built with, when not the default")
     ap.add_argument("--pr-titles", action="store_true", help="pull-request titles as queries, not commit subjects")
     ap.add_argument("--dense-pool", type=int, default=SearchOptions().dense_pool, help="see SearchOptions.dense_pool")
+    ap.add_argument("--rerank-top", type=int, default=SearchOptions().rerank_top, help="see SearchOptions.rerank_top")
     args = ap.parse_args()
     engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim", model_path=args.model))
     seen: dict = {}
@@ -45,7 +47,8 @@ def main() -> None:
 
     engine.dense.rerank = record_rerank
     engine._fused = record_fused
-    opts = options_for({**CONFIGS["fused+rerank"], "second_stage": "blend", "dense_pool": args.dense_pool}, 20)
+    recorded = {**CONFIGS["fused+rerank"], "second_stage": "blend", "dense_pool": args.dense_pool}
+    opts = options_for(recorded, args.rerank_top)
     if args.pr_titles:
         prs = pr_title_sample(args.repo, engine, args.queries, args.seed, skip=args.test)
         queries = [(pr.title, sorted(pr.commits)) for pr in prs]
@@ -62,9 +65,11 @@ def main() -> None:
         groups.append({"query": query, "relevant": relevant, "candidates": [c.sha for c in top], "rows": rows})
     args.out.mkdir(parents=True, exist_ok=True)
     model_id = engine.dense.embedder().model_id
-    (args.out / f"{args.name}.rows.json").write_text(
-        json.dumps({"name": args.name, "model": model_id, "messages": not engine._no_messages(), "groups": groups})
-    )
+    dump = {
+        "name": args.name, "model": model_id, "messages": not engine._no_messages(), "features": list(FEATURES),
+        "dense_pool": args.dense_pool, "rerank_top": args.rerank_top, "groups": groups,
+    }  # fmt: skip
+    (args.out / f"{args.name}.rows.json").write_text(json.dumps(dump))
     found = sum(bool(set(g["relevant"]) & set(g["candidates"])) for g in groups)
     print(args.name, len(groups), "queries,", found, "with the right commit among the candidates")
 

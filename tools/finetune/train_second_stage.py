@@ -33,7 +33,11 @@ Data = tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]  # rows, labels, (st
 def load(paths: list[Path]) -> Data:
     rows, labels, spans = [], [], []
     for path in paths:
-        for g in json.loads(path.read_text())["groups"]:
+        dump = json.loads(path.read_text())
+        if dump.get("features") != list(FEATURES):  # a row is a bare list: columns must mean what FEATURES says
+            held = dump.get("features") or "not recorded: an older dump"
+            raise SystemExit(f"{path} holds rows of other features ({held}): redump it with this FEATURES")
+        for g in dump["groups"]:
             start = len(rows)
             rows += g["rows"]
             labels += [float(sha in g["relevant"]) for sha in g["candidates"]]

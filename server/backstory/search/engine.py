@@ -57,7 +57,7 @@ class SearchOptions:
     rerank: bool = True
     rerank_top: int = 20  # top 30 measured no better (MRR .273 vs .269 on 100 queries) and 40% slower
     # the dense lane's top commits that fused ranked below rerank_top join the reranked candidates (0 = none);
-    # 10 ranked best on leave-one-history-out (5: 1.113x, 10: 1.116x, 20: 1.114x, 0: 1.100x; docs/benchmarks.md)
+    # leave-one-history-out: 0 1.100x, 5 1.113x, 10 1.116x, 20 1.114x (docs/benchmarks.md); 5-30 are level, 10 is cheap
     dense_pool: int = 10
     recency_weight: float = DEFAULT_WEIGHT
     hunks_per_commit: int = 3
@@ -103,8 +103,9 @@ def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> di
 
 
 def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommit]:
-    """The commits the second stage orders: the fused top ``rerank_top`` (top ``k`` without a rerank) and,
-    with a rerank, any commit the dense lane ranked in its top ``dense_pool`` that fusion left further down.
+    """The commits the second stage orders: the fused top max(``k``, ``rerank_top``) (top ``k`` without a
+    rerank) and, with a rerank, any commit the dense lane ranked in its top ``dense_pool`` that fusion left
+    further down.
 
     Why: score fusion weighs the dense lane against keyword lanes that are often confident and wrong, so a
     commit the dense lane ranks high can fall out of the fused top 20 the second stage sees, although the
@@ -330,7 +331,9 @@ class Engine:
             meta["rerank"] = name
             if warning:
                 meta["warnings"].append(warning)
-            if rerank_scores:
+            if not rerank_scores:  # fused order then: the extra candidates would skip commits fused ranked higher
+                top = top[: max(opts.k, opts.rerank_top)]
+            else:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
                 if self.second.applies(opts, lanes_used, name):

@@ -3,7 +3,7 @@
 Why a learned combination: the shipped pipeline used to order candidates by MaxSim + 0.5 x fused score, two
 hand-tuned signals. The candidates' whole-commit statistics (:mod:`.features`) carry evidence neither has,
 but how much each is worth is an empirical question, so the weights are fitted: a listwise softmax
-(cross-entropy of the right commit among the first stage's top 20) on commit-subject queries of public
+(cross-entropy of the right commit among the candidates, :func:`.engine.candidates`) on commit-subject queries of public
 histories that neither the embedding model nor the evaluation's held-out histories include
 (``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md, "Ranking quality — eighth session").
 
