@@ -132,7 +132,11 @@ def main() -> None:
         for path in args.held_out:
             report(path.stem, model, load([path]))
     trained_on = sorted({history_of(p) for p in args.rows})
-    extra = {"trained_on": trained_on, "messages": messages, "l2": args.l2, "steps": args.steps}
+    dumps = [json.loads(p.read_text()) for p in args.rows]
+    pools = {(d.get("rerank_top"), d.get("dense_pool")) for d in dumps}
+    top, pool = pools.pop() if len(pools) == 1 else (None, None)  # which candidates it was fitted on, if one kind
+    extra = {"trained_on": trained_on, "messages": messages, "l2": args.l2, "steps": args.steps,
+             "candidates": {"rerank_top": top, "dense_pool": pool}}  # fmt: skip
     args.out.write_text(json.dumps(model.to_json(**extra), indent=1) + "\n")
     print("wrote", args.out)
 
