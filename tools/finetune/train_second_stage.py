@@ -19,6 +19,7 @@ less the message features for message-blind rows, where they are always 0).
 
 import argparse
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -30,10 +31,16 @@ from backstory.search.learned import LinearRanker
 Data = tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]  # rows, labels, (start, end) per query
 
 
+@functools.cache
+def read(path: Path) -> dict:
+    """A rows file, parsed once per run (leave-one-out reloads every history many times)."""
+    return json.loads(path.read_text())
+
+
 def load(paths: list[Path]) -> Data:
     rows, labels, spans = [], [], []
     for path in paths:
-        dump = json.loads(path.read_text())
+        dump = read(path)
         if dump.get("features") != list(FEATURES):  # a row is a bare list: columns must mean what FEATURES says
             held = dump.get("features") or "not recorded: an older dump"
             raise SystemExit(f"{path} holds rows of other features ({held}): redump it with this FEATURES")
@@ -102,7 +109,7 @@ def main() -> None:
     ap.add_argument("--leave-one-out", action="store_true")
     ap.add_argument("--features", help="comma-separated subset of FEATURES the model reads")
     args = ap.parse_args()
-    kinds = {json.loads(p.read_text()).get("messages") for p in args.rows + args.held_out}
+    kinds = {read(p).get("messages") for p in args.rows + args.held_out}
     if len(kinds) != 1 or None in kinds:
         raise SystemExit("the rows mix indexes with and without messages (or do not say): fit one model per kind")
     messages = kinds.pop()
@@ -120,7 +127,7 @@ def main() -> None:
                 gains.setdefault(kind_of(path), []).append(after / before if before else 1.0)
         for kind, g in sorted(gains.items()):
             print(f"  {kind or 'NAME'}: mean gain {np.mean(g):.3f}x, better on {sum(x > 1 for x in g)}/{len(g)}")
-    models = {json.loads(p.read_text()).get("model") for p in args.rows}
+    models = {read(p).get("model") for p in args.rows}
     if len(models) != 1 or None in models:
         raise SystemExit(f"the rows come from different or unnamed embedding models: {sorted(map(str, models))}")
     model = dataclasses.replace(fit(load(args.rows), args.l2, args.steps, names), embedding_model=models.pop())
@@ -132,8 +139,7 @@ def main() -> None:
         for path in args.held_out:
             report(path.stem, model, load([path]))
     trained_on = sorted({history_of(p) for p in args.rows})
-    dumps = [json.loads(p.read_text()) for p in args.rows]
-    pools = {(d.get("rerank_top"), d.get("dense_pool")) for d in dumps}
+    pools = {(read(p).get("rerank_top"), read(p).get("dense_pool")) for p in args.rows}
     top, pool = pools.pop() if len(pools) == 1 else (None, None)  # which candidates it was fitted on, if one kind
     extra = {"trained_on": trained_on, "messages": messages, "l2": args.l2, "steps": args.steps,
              "candidates": {"rerank_top": top, "dense_pool": pool}}  # fmt: skip

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -332,7 +332,7 @@ class Engine:
             if warning:
                 meta["warnings"].append(warning)
             if not rerank_scores:  # fused order then: the extra candidates would skip commits fused ranked higher
-                top = top[: max(opts.k, opts.rerank_top)]
+                top = candidates(fused, replace(opts, dense_pool=0))
             else:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"

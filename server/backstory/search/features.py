@@ -160,9 +160,15 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
     )  # fmt: skip
 
 
+def _commit_row(db: sqlite3.Connection, sha: str) -> tuple[int, frozenset[str]]:
+    """The commit's indexed hunk count and the terms of its subject and body (0 and none when unknown)."""
+    row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
+    return (int(row[0]), frozenset(analyze(f"{row[1]}\n{row[2]}"))) if row else (0, frozenset())
+
+
 def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
-    row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
+    n_hunks, message = _commit_row(db, sha)
     files = tuple(r[0] for r in db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,)))
     lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
     names: list[str] = []
@@ -173,23 +179,23 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
             if not line.startswith("@@"):  # the excerpt's header: line numbers only
                 lines["add" if line.startswith("+") else "rem" if line.startswith("-") else "ctx"].append(line[1:])
     return CommitTokens(
-        n_hunks=int(row[0]) if row else 0,
+        n_hunks=n_hunks,
         files=files,
         counts={kind: Counter(analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
         names=frozenset(analyze(" ".join(names))),
         changed="\n".join(lines["add"] + lines["rem"]),
-        message=frozenset(analyze(f"{row[1]}\n{row[2]}")) if row else frozenset(),
+        message=message,
     )
 
 
 def message_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     """Only the commit's message and hunk count (no hunks read): for a model whose features are all in
     :data:`WITHOUT_HUNKS`; the features outside it are not meaningful from these."""
-    row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
+    n_hunks, message = _commit_row(db, sha)
     empty: Counter[str] = Counter()
     return CommitTokens(
-        n_hunks=int(row[0]) if row else 0, files=(), counts={"add": empty, "rem": empty, "ctx": empty},
-        names=frozenset(), changed="", message=frozenset(analyze(f"{row[1]}\n{row[2]}")) if row else frozenset(),
+        n_hunks=n_hunks, files=(), counts={"add": empty, "rem": empty, "ctx": empty}, names=frozenset(), changed="",
+        message=message,
     )  # fmt: skip
 
 

@@ -87,9 +87,8 @@ class SecondStage:
         messages: bool,
     ) -> dict[str, float]:
         """Candidates' learned scores (``rows``: their features, computed only if the model applies, given the
-        names the model reads); {} when
-        the model is unavailable (with a warning in ``meta``) or was fitted on another embedding model's scores
-        than ``embedding_model``'s."""
+        names the model reads); {} when the model is unavailable (with a warning in ``meta``) or was fitted on
+        another embedding model's scores than ``embedding_model``'s."""
         model = self.model(messages)
         if model is None:
             meta["warnings"].append(f"{self._models[messages]}; ordering by rerank + fused score instead")
