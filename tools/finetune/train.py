@@ -1,7 +1,7 @@
 """Fine-tune the bundled MiniLM on commit subject -> (commit, file) passage pairs (pairs.py output).
 
 usage: python train.py DATA_DIR OUT.onnx NAME [NAME ...] [--epochs 1] [--lr 3e-5] [--hard-negatives] [--max-pairs N]
-       [--fused-negatives RERANK_DIR]
+       [--fused-negatives RERANK_DIR] [--maxsim W]
 
 Contrastive (InfoNCE, scale 20, both directions) with the other pairs of the batch as negatives; a batch holds
 pairs of one history only, so its negatives are that history's other commits, as at search time.
@@ -9,7 +9,11 @@ pairs of one history only, so its negatives are that history's other commits, as
 ``--max-pairs`` keeps a seeded sample of at most N pairs per history: on 2 CPU cores a step of 32 pairs takes
 ~2.5 s (~5 s with hard negatives), so breadth (more histories) is bought with a cap on each. Token,
 position and type embeddings stay frozen (they are half the weights; the patch then carries only the six
-layers). Deterministic on one machine: seeded shuffles, seeded passage choice, two torch threads.
+layers). ``--maxsim W`` adds W x the same InfoNCE loss on the ColBERT-style MaxSim score the second stage reads
+(query tokens against the passage's first distinct content tokens, as ``models/embedder.py`` keeps them), so
+the token states are trained for the rerank too, not only their mean (the queries' side is every non-special
+token, as the reranker reads them). Deterministic on one machine: seeded shuffles, seeded passage choice, two
+torch threads.
 """
 
 import argparse
@@ -43,6 +47,7 @@ def main() -> None:
         help="rerank_pairs.py output dir: where it covers a query, take the hard negatives from the shipped first"
         " stage's top candidates (keyword + dense lanes, fused) instead of the keyword lanes' alone",
     )
+    ap.add_argument("--maxsim", type=float, default=0.0, help="weight of the MaxSim loss (0: mean-pool loss only)")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -89,6 +94,35 @@ def main() -> None:
         ids, mask = encode(texts)
         return pooled(model(ids, mask), mask)
 
+    vocab = tok.get_vocab(with_added_tokens=True)
+    content = torch.zeros(max(vocab.values()) + 1, dtype=torch.bool)
+    for token, index in vocab.items():
+        content[index] = any(ch.isalnum() for ch in token.removeprefix("##"))
+
+    def states(texts: list[str], content_only: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Mean-pooled vectors, unit token states and the mask of the tokens the engine keeps (embedder._kept)."""
+        enc = tok.encode_batch(texts)
+        ids = torch.tensor([e.ids for e in enc])
+        mask = torch.tensor([e.attention_mask for e in enc])
+        keep = mask.bool() & ~torch.tensor([e.special_tokens_mask for e in enc]).bool()
+        if content_only:
+            keep &= content[ids]
+            for row, e in enumerate(enc):
+                seen: set[int] = set()
+                for k, token in enumerate(e.ids):
+                    if keep[row, k]:
+                        if token in seen:
+                            keep[row, k] = False
+                        seen.add(token)
+        h = model(ids, mask)
+        return pooled(h, mask), F.normalize(h, dim=-1), keep
+
+    def maxsim(qh: torch.Tensor, qk: torch.Tensor, ph: torch.Tensor, pk: torch.Tensor) -> torch.Tensor:
+        """[queries, passages]: mean over each query's kept tokens of the best cosine with a kept passage token."""
+        sims = torch.einsum("aid,bjd->abij", qh, ph).masked_fill(~pk[None, :, None, :], -2.0).amax(-1)
+        q = qk[:, None, :].float()
+        return (sims * q).sum(-1) / q.sum(-1).clamp(min=1.0)
+
     model, matmuls = build(src)
     for p in model.embeddings.parameters():
         p.requires_grad = False
@@ -101,15 +135,26 @@ def main() -> None:
     model.train()
     for _ in range(args.epochs):
         for batch in batches():
-            q = embed([b[0] for b in batch])
-            d = embed([rng.choice(b[1]) for b in batch])
-            scores = SCALE * q @ d.T
             target = torch.arange(len(batch))
+            if args.maxsim:
+                q, qh, qk = states([b[0] for b in batch], False)
+                d, dh, dk = states([rng.choice(b[1]) for b in batch], True)
+                late = SCALE * maxsim(qh, qk, dh, dk)
+            else:
+                q, d = embed([b[0] for b in batch]), embed([rng.choice(b[1]) for b in batch])
+            scores = SCALE * q @ d.T
             forward = scores
             if args.hard_negatives:
                 hard = [rng.choice(rng.choice(b[2])) if b[2] else rng.choice(rng.choice(batch)[1]) for b in batch]
-                forward = torch.cat([scores, SCALE * q @ embed(hard).T], 1)
+                if args.maxsim:
+                    h, hh, hk = states(hard, True)
+                    late = torch.cat([late, SCALE * maxsim(qh, qk, hh, hk)], 1)
+                else:
+                    h = embed(hard)
+                forward = torch.cat([scores, SCALE * q @ h.T], 1)
             loss = (F.cross_entropy(forward, target) + F.cross_entropy(scores.T, target)) / 2
+            if args.maxsim:
+                loss = loss + args.maxsim * F.cross_entropy(late, target)
             step += 1
             factor = step / warm if step < warm else max(0.0, (total - step) / (total - warm))
             for group in opt.param_groups:

@@ -108,6 +108,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--leave-one-out", action="store_true")
     ap.add_argument("--features", help="comma-separated subset of FEATURES the model reads")
+    ap.add_argument(
+        "--embedding-model",
+        help="stamp this embedding model id instead of the rows' own: for rows dumped through a --model directory"
+        " holding the very graph the default model builds from its patch (a new patch's weights before it ships;"
+        " check that both give the same vectors first)",
+    )
     args = ap.parse_args()
     kinds = {read(p).get("messages") for p in args.rows + args.held_out}
     if len(kinds) != 1 or None in kinds:
@@ -130,7 +136,8 @@ def main() -> None:
     models = {read(p).get("model") for p in args.rows}
     if len(models) != 1 or None in models:
         raise SystemExit(f"the rows come from different or unnamed embedding models: {sorted(map(str, models))}")
-    model = dataclasses.replace(fit(load(args.rows), args.l2, args.steps, names), embedding_model=models.pop())
+    stamped = args.embedding_model or models.pop()
+    model = dataclasses.replace(fit(load(args.rows), args.l2, args.steps, names), embedding_model=stamped)
     print("weights (on standardised features):")
     for name, w in zip(names, model.weights, strict=True):
         print(f"  {name:14s} {w:+.3f}")

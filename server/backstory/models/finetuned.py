@@ -2,14 +2,15 @@
 
 Why: the base model was trained on sentence pairs, not on "what a commit subject says" -> "what the change
 touched". Fine-tuned on commit subject -> (commit, file) passage pairs of fifteen public histories in
-seven languages (at most 800 per history, each with one hard negative: a commit the keyword lanes ranked
-above the right one; the evaluation's test commits left out; ``tools/finetune/``), its
-dense lane and MaxSim rerank rank the right commit higher on histories it never saw (docs/benchmarks.md,
-"Ranking quality — sixth session").
+seven languages (at most 800 per history, each with one hard negative: a wrong commit the fused first stage
+ranked high; the evaluation's test commits left out; ``tools/finetune/``), its dense lane and MaxSim rerank
+rank the right commit higher on histories it never saw (docs/benchmarks.md, "Ranking quality — sixth
+session"). The loss scores both the mean-pooled vectors (the dense lane) and MaxSim over the token states the
+second stage reads, so the states are trained for the rerank too ("eleventh session").
 
 How it ships: the fine-tuning changed only the six transformer layers (token, position and type embeddings
 were frozen), so backstory ships just those tensors — int8 with one scale per output column, the base file's
-own format — in ``data/minilm-bs3.npz`` (~10 MB) and writes the fine-tuned graph into the user cache on first
+own format — in ``data/minilm-bs5.npz`` (~10 MB) and writes the fine-tuned graph into the user cache on first
 use: the installed base graph with those initializers replaced by name, checked by ``onnx``, its sha256
 recorded (:func:`.optimize.ensure_cached`). The usual per-channel optimization then applies to it.
 """
