@@ -86,14 +86,6 @@ def main() -> None:
         rng.shuffle(out)
         return out
 
-    def encode(texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        enc = tok.encode_batch(texts)
-        return torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc])
-
-    def embed(texts: list[str]) -> torch.Tensor:
-        ids, mask = encode(texts)
-        return pooled(model(ids, mask), mask)
-
     vocab = tok.get_vocab(with_added_tokens=True)
     content = torch.zeros(max(vocab.values()) + 1, dtype=torch.bool)
     for token, index in vocab.items():
@@ -136,22 +128,15 @@ def main() -> None:
     for _ in range(args.epochs):
         for batch in batches():
             target = torch.arange(len(batch))
-            if args.maxsim:
-                q, qh, qk = states([b[0] for b in batch], False)
-                d, dh, dk = states([rng.choice(b[1]) for b in batch], True)
-                late = SCALE * maxsim(qh, qk, dh, dk)
-            else:
-                q, d = embed([b[0] for b in batch]), embed([rng.choice(b[1]) for b in batch])
-            scores = SCALE * q @ d.T
+            q, qh, qk = states([b[0] for b in batch], False)
+            d, dh, dk = states([rng.choice(b[1]) for b in batch], True)
+            scores, late = SCALE * q @ d.T, SCALE * maxsim(qh, qk, dh, dk)
             forward = scores
             if args.hard_negatives:
                 hard = [rng.choice(rng.choice(b[2])) if b[2] else rng.choice(rng.choice(batch)[1]) for b in batch]
-                if args.maxsim:
-                    h, hh, hk = states(hard, True)
-                    late = torch.cat([late, SCALE * maxsim(qh, qk, hh, hk)], 1)
-                else:
-                    h = embed(hard)
+                h, hh, hk = states(hard, True)
                 forward = torch.cat([scores, SCALE * q @ h.T], 1)
+                late = torch.cat([late, SCALE * maxsim(qh, qk, hh, hk)], 1)
             loss = (F.cross_entropy(forward, target) + F.cross_entropy(scores.T, target)) / 2
             if args.maxsim:
                 loss = loss + args.maxsim * F.cross_entropy(late, target)
