@@ -8,11 +8,13 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import gitrepo
 from backstory.history.repo import open_repo
 from backstory.index import vectors
 from backstory.index.build import BuildOptions, index_repository, store_for
@@ -201,6 +203,33 @@ def test_cross_encoder_reranker_from_directory(dense_repo, embedder, tmp_path) -
     assert all(isinstance(r["why"]["rerank"], float) for r in result["results"])
     # the learned second stage was fitted on MaxSim scores, so a cross-encoder's are blended instead
     assert all(r["why"]["learned"] is None for r in result["results"]) and not result["_meta"]["warnings"]
+
+
+def test_reranker_that_fails_to_load_gives_the_fused_order(tmp_path, embedder) -> None:
+    """Without rerank scores the candidates are the fused top k again: the dense lane's extra candidates would
+    otherwise skip commits fused ranked higher (here recent ones, lifted by a heavy recency weight)."""
+    repo = GitRepo(tmp_path / "r")
+    recent = (time.time() - gitrepo.BASE_TIME) / 86400 - 1
+    repo.commit("Poll jobs", {"jobs/poll.py": PARAPHRASE_DIFF}, days=recent - 400)
+    repo.commit("Queue", {"jobs/queue.py": "def wait_for(job):\n    return job.result(60)\n"}, days=recent - 300)
+    repo.commit("Dates", {"util/dates.py": "def iso(d):\n    return d.strftime('%Y-%m-%d')\n"}, days=recent)
+    repo.commit("CSV", {"export/csv.py": "import csv\ndef rows(f, r):\n    csv.writer(f).writerows(r)\n"}, days=recent)
+    repo.commit("Colour", {"ui/colour.py": "RED = '#f00'\nGREEN = '#0f0'\n"}, days=recent)
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    store = store_for(open_repo(repo.path))
+    with store.write_lock():
+        embed_pending(store, embedder)
+    broken = write_cross_encoder(tmp_path / "ce")
+    (broken / "model.onnx").write_bytes(b"not an onnx graph")
+    opts = SearchOptions(k=2, rerank_top=2, dense_pool=5, recency_weight=20.0)
+    query = "wait longer each time until the job is done"
+    result = _engine(repo.path, embedder, reranker="cross-encoder", cross_encoder_dir=str(broken)).search(query, opts)
+    assert any("reranker unavailable" in w for w in result["_meta"]["warnings"])
+    assert result["_meta"]["rerank"] is None and result["_meta"]["second_stage"] is None
+    plain = _engine(repo.path, embedder).search(query, dataclasses.replace(opts, rerank=False))
+    assert [h["commit"]["subject"] for h in result["results"]] == [h["commit"]["subject"] for h in plain["results"]]
+    assert [h["score"] for h in result["results"]] == [h["score"] for h in plain["results"]]
+    assert all(h["why"]["rerank"] is None and h["why"]["learned"] is None for h in result["results"])
 
 
 def test_missing_model_keeps_keyword_lanes(dense_repo, tmp_path) -> None:
