@@ -104,6 +104,36 @@ def test_status_and_show(indexed) -> None:
     assert "diff --git a/src/app/net.py b/src/app/net.py" in only
 
 
+def test_status_names_the_cached_models_this_version_no_longer_reads(indexed, tmp_path, monkeypatch) -> None:
+    from backstory.models.files import default_model
+
+    path, _ = indexed
+    models = tmp_path / "cache" / "models"
+    current = default_model().model_id
+    folders = {
+        f"finetuned/{current}": 300,  # in use
+        f"optimized/{current}-pc3": 200,
+        "finetuned/all-MiniLM-L6-v2-int8-bs3-00e6f351": 1000,  # an earlier patch and its optimized graph
+        "optimized/all-MiniLM-L6-v2-int8-bs3-00e6f351-pc3": 500,
+        "optimized/my-model-23ff7399-pc3": 70,  # a user's own model: never judged
+    }
+    for rel, size in folders.items():
+        (models / rel).mkdir(parents=True)
+        (models / rel / "model.onnx").write_bytes(b"x" * size)
+    monkeypatch.setenv("BACKSTORY_CACHE_DIR", str(tmp_path / "cache"))
+    cache = json.loads(ok("status", "-C", str(path), "--json"))["model_cache"]
+    assert cache["bytes"] == 2070 and cache["superseded_bytes"] == 1500
+    assert [Path(s["path"]).name for s in cache["superseded"]] == [
+        "all-MiniLM-L6-v2-int8-bs3-00e6f351",
+        "all-MiniLM-L6-v2-int8-bs3-00e6f351-pc3",
+    ]
+    text = ok("status", "-C", str(path))
+    assert "earlier versions of backstory's model" in text and "bs3-00e6f351-pc3" in text and "my-model" not in text
+    monkeypatch.setenv("BACKSTORY_CACHE_DIR", str(tmp_path / "empty"))
+    assert json.loads(ok("status", "-C", str(path), "--json"))["model_cache"]["superseded"] == []
+    assert "earlier versions" not in ok("status", "-C", str(path))
+
+
 def test_show_takes_revisions_like_git(indexed) -> None:
     path, _ = indexed
     repo = GitRepo.__new__(GitRepo)

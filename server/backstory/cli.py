@@ -288,10 +288,12 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from .models.cache import cache_report
     from .views import print_status
 
     with _engine(args) as engine:
         status = engine.status()
+    status["model_cache"] = cache_report()
     if args.json:
         _dump(status)
     else:

@@ -104,5 +104,14 @@ def print_status(status: dict[str, Any], out: TextIO) -> None:
             out.write(f"dense model:       {status['dense']}\n")
         if status.get("skipped_files"):
             out.write(f"skipped files:     {status['skipped_files']}\n")
+    cache = status.get("model_cache")
+    if cache:
+        out.write(f"model cache:       {cache['bytes'] / 1e6:.1f} MB in {cache['dir']}\n")
+        if cache["superseded"]:
+            out.write(
+                f"  {cache['superseded_bytes'] / 1e6:.1f} MB of it hold earlier versions of backstory's model, which"
+                " this version no longer reads; delete these folders unless another installed backstory uses them:\n"
+            )
+            out.writelines(f"    {entry['path']}\n" for entry in cache["superseded"])
     if status.get("hint"):
         out.write(f"hint: {status['hint']}\n")
