@@ -266,6 +266,24 @@ def test_model_change_embeds_again_and_keeps_the_keyword_index(dense_repo, embed
     assert "dense" in result["_meta"]["lanes"]
 
 
+def test_language_server_re_embeds_another_models_vectors_in_its_child(dense_repo, embedder) -> None:
+    """An index up to date with HEAD is a "small update" the server runs itself, unless its vectors come from
+    another model (an upgrade with new weights): re-embedding every unit is a first index's work, and the memory
+    it takes would stay with the server."""
+    from backstory.lsp.indexing import _small_update
+    from backstory.lsp.state import RepoState
+
+    path, _ = dense_repo
+    state = RepoState(engine=_engine(path, embedder), key=str(path))
+    assert _small_update(state, dense=True)
+    store = state.engine.store
+    manifest = store.read_manifest()
+    manifest["dense"]["model_id"] = "the-previous-weights"
+    store.write_manifest(manifest)
+    assert not _small_update(state, dense=True)
+    assert _small_update(state, dense=False)  # no dense phase: nothing to re-embed
+
+
 def test_bad_dense_batch_setting_is_named(monkeypatch) -> None:
     from backstory.index.dense_build import DEFAULT_BATCH, batch_size
 
