@@ -136,7 +136,7 @@ def _small_update(state: RepoState, dense: bool) -> bool:
     Not when the index's vectors come from another model (a backstory upgrade with new weights, another
     configured model): every file unit is then embedded again, as big a job as a first index, and the memory it
     takes would stay with the server (measured on Flask: 455 MB after re-embedding 9,111 units in the server,
-    220 MB when the same work ran in the child). Runs off the event loop, so loading the model here is fine;
+    276 MB when the same work ran in the child). Runs off the event loop, so loading the model here is fine;
     the in-process path needs it next anyway.
     """
     try:
