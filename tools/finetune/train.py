@@ -130,16 +130,17 @@ def main() -> None:
             target = torch.arange(len(batch))
             q, qh, qk = states([b[0] for b in batch], False)
             d, dh, dk = states([rng.choice(b[1]) for b in batch], True)
-            scores, late = SCALE * q @ d.T, SCALE * maxsim(qh, qk, dh, dk)
+            scores = SCALE * q @ d.T
             forward = scores
+            late = [SCALE * maxsim(qh, qk, dh, dk)] if args.maxsim else []  # [B, B, L, L]: only when trained
             if args.hard_negatives:
                 hard = [rng.choice(rng.choice(b[2])) if b[2] else rng.choice(rng.choice(batch)[1]) for b in batch]
                 h, hh, hk = states(hard, True)
                 forward = torch.cat([scores, SCALE * q @ h.T], 1)
-                late = torch.cat([late, SCALE * maxsim(qh, qk, hh, hk)], 1)
+                late += [SCALE * maxsim(qh, qk, hh, hk)] if args.maxsim else []
             loss = (F.cross_entropy(forward, target) + F.cross_entropy(scores.T, target)) / 2
             if args.maxsim:
-                loss = loss + args.maxsim * F.cross_entropy(late, target)
+                loss = loss + args.maxsim * F.cross_entropy(torch.cat(late, 1), target)
             step += 1
             factor = step / warm if step < warm else max(0.0, (total - step) / (total - warm))
             for group in opt.param_groups:

@@ -13,7 +13,8 @@ from typing import Any
 
 from .errors import ModelUnavailable
 from .files import BUNDLED_NAME, bundled_model, default_cache_dir, default_model
-from .optimize import RECIPE, SUFFIX
+from .finetuned import finetuned_dir
+from .optimize import SUFFIX, optimized_dir
 
 #: Folders written for backstory's own fine-tuned weights (``finetuned/<id>``, ``optimized/<id>-pc<recipe>``).
 _OWN = re.compile(rf"^{re.escape(BUNDLED_NAME)}-bs\d+-[0-9a-f]{{8}}({re.escape(SUFFIX)}\d+)?$")
@@ -25,14 +26,15 @@ def cache_report(cache_dir: Path | None = None) -> dict[str, Any]:
     A folder is *superseded* only if it holds one of backstory's own fine-tuned models and is not the current
     one; conversions of models a user configured are never judged (their directories may come back).
     """
-    root = (cache_dir if cache_dir is not None else default_cache_dir()) / "models"
-    current: set[str] = set()
+    cache_root = cache_dir if cache_dir is not None else default_cache_dir()
+    root = cache_root / "models"
+    current: set[Path] = set()
     for model in (default_model, bundled_model):
         try:
-            model_id = model().model_id
+            files = model()
         except ModelUnavailable:
             continue
-        current |= {f"finetuned/{model_id}", f"optimized/{model_id}{SUFFIX}{RECIPE}"}
+        current |= {finetuned_dir(files, cache_root), optimized_dir(files, cache_root)}
     total = 0
     superseded: list[dict[str, Any]] = []
     for kind in ("finetuned", "optimized"):
@@ -45,7 +47,7 @@ def cache_report(cache_dir: Path | None = None) -> dict[str, Any]:
             except OSError:  # a folder being written or removed right now: not worth failing `status` for
                 continue
             total += size
-            if _OWN.match(entry.name) and f"{kind}/{entry.name}" not in current:
+            if _OWN.match(entry.name) and entry not in current:
                 superseded.append({"path": str(entry), "bytes": size})
     return {
         "dir": str(root),

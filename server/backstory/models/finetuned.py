@@ -39,6 +39,11 @@ PATCH_RECIPE = "patch1"
 BASE_KEY = "__base_sha256__"
 
 
+def finetuned_dir(source: ModelFiles, cache_dir: Path) -> Path:
+    """Where the fine-tuned graph of ``source`` lives under the cache root."""
+    return cache_dir / "models" / "finetuned" / source.model_id
+
+
 def ensure_patched(source: ModelFiles, cache_dir: Path) -> ModelFiles:
     """The fine-tuned graph of ``source`` (a model with ``patch`` set), written to the cache if needed.
 
@@ -48,7 +53,7 @@ def ensure_patched(source: ModelFiles, cache_dir: Path) -> ModelFiles:
     patch = source.patch
     if patch is None:
         return source
-    folder = cache_dir / "models" / "finetuned" / source.model_id
+    folder = finetuned_dir(source, cache_dir)
     try:
         onnx_path = ensure_cached(
             folder, source.model_id, PATCH_RECIPE, lambda out: apply_patch(source.onnx_path, patch, out)
