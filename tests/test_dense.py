@@ -23,8 +23,9 @@ from backstory.index.store import StoreError
 from backstory.index.text_index import Filters
 from backstory.models import Embedder, resolve_model
 from backstory.search import learned
-from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.search.engine import Engine
 from backstory.search.features import FEATURES
+from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo, fast_history, kill_dense_phase
 from onnx_fixtures import write_cross_encoder
 
@@ -159,7 +160,7 @@ def test_learned_stage_only_over_the_pipeline_it_was_fitted_on(dense_repo, embed
     with pytest.raises(ValueError, match="unknown second stage"):
         engine.search(query, SearchOptions(second_stage="Learned"))
     # fitted on another embedding model's scores: the blend, silently (the _meta says which ran)
-    engine.second._models[False] = dataclasses.replace(learned.load(), embedding_model="some-other-model")
+    engine.ordering._models[False] = dataclasses.replace(learned.load(), embedding_model="some-other-model")
     result = engine.search(query, SearchOptions())
     assert result["_meta"]["second_stage"] == "blend" and not result["_meta"]["warnings"]
 
@@ -177,8 +178,8 @@ def test_an_index_with_messages_gets_the_model_fitted_with_messages(dense_repo, 
     assert result["_meta"]["second_stage"] == "learned" and not result["_meta"]["warnings"]
     assert result["results"][0]["commit"]["sha"] == shas["b"]
     assert "message" in result["results"][0]["why"]["lanes"]
-    assert engine.second.model(True) is not None and set(engine.second._models) == {True}
-    assert engine.second.model(True) == learned.load(messages=True) != learned.load(messages=False)
+    assert engine.ordering.model(True) is not None and set(engine.ordering._models) == {True}
+    assert engine.ordering.model(True) == learned.load(messages=True) != learned.load(messages=False)
 
 
 def test_broken_second_stage_model_falls_back_to_the_blend(dense_repo, embedder, tmp_path) -> None:

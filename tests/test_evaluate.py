@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from backstory.evaluate import CONFIGS, main, options_for, plain_bm25
+from backstory.evaluation.evaluate import CONFIGS, main, options_for, plain_bm25
 from backstory.index.build import BuildOptions, index_repository
-from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo
 
 FIELDS = {f.name for f in dataclasses.fields(SearchOptions)}

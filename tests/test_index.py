@@ -19,7 +19,8 @@ from backstory.index.analyzer import query_terms
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.store import IndexBusy, RebuildNeeded, StoreError
 from backstory.index.text_index import distinct_tokens, open_index
-from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo, build_sample, fast_history
 
 NO_MODELS = ModelConfig(dense=False, reranker="none")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from backstory.history.diff import changes, diff_hunks, diff_ops
-from backstory.search.linelog import HunkShape, blocks, set_to_parent, set_touches, touched_hunks
+from backstory.history.linelog import HunkShape, blocks, set_to_parent, set_touches, touched_hunks
 
 
 def shapes(old: str, new: str) -> list[HunkShape]:

@@ -301,7 +301,8 @@ def test_optimized_vectors_match_shipped(optimized: Embedder, shipped: Embedder,
     base = bundled_model()
     a = Embedder(base, cache_dir=tmp_path).embed(TEXTS)
     b = Embedder(base, optimize=False).embed(TEXTS)
-    assert np.min(np.sum(a[:4] * b[:4], axis=1)) > 0.995  # per-token scales: closer than per-tensor (~0.99)
+    # per-token scales: closer than per-tensor (~0.99); 0.9966+ where the CPU has VNNI, 0.9941 on an AVX2-only one
+    assert np.min(np.sum(a[:4] * b[:4], axis=1)) > 0.993
 
 
 def test_optimized_model_batches_without_coupling_rows(optimized: Embedder, opt_cache: Path) -> None:

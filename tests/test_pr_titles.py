@@ -1,4 +1,4 @@
-"""Pull-request titles as evaluation queries over an index with messages (``backstory.pr_titles``), on a real
+"""Pull-request titles as evaluation queries over an index with messages (``backstory.evaluation.pr_titles``), on a real
 git history with GitHub-style merge commits."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from backstory import pr_titles
-from backstory.evaluate import main
+from backstory.evaluation import pr_titles
+from backstory.evaluation.evaluate import main
 from gitrepo import GitRepo
 
 

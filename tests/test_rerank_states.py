@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backstory.evaluation.rerank_variants import VARIANTS, VariantReranker
 from backstory.history.repo import open_repo
 from backstory.index import unit_states
 from backstory.index.build import index_repository, store_for
@@ -16,8 +17,8 @@ from backstory.index.dense_build import embed_pending, unit_passages
 from backstory.index.store import StoreError
 from backstory.models import Embedder, MaxSimReranker, resolve_model
 from backstory.models.states import COMPONENTS, MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
-from backstory.rerank_variants import VARIANTS, VariantReranker
-from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo, fast_import, kill_dense_phase
 
 WORDS = (

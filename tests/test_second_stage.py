@@ -11,9 +11,11 @@ import pytest
 
 from backstory.history.repo import open_repo
 from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.index.catalog import Catalog
 from backstory.search import features, learned
-from backstory.search.engine import Engine, ModelConfig
+from backstory.search.engine import Engine
 from backstory.search.features import FEATURES, CommitText, QueryInfo, feature_row
+from backstory.search.options import ModelConfig
 from gitrepo import GitRepo
 
 HELD_OUT = {"jinja", "commander.js", "bat"}  # docs/benchmarks.md reports these as never trained on
@@ -41,7 +43,7 @@ def test_token_cache_keeps_the_most_recently_used(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "r")
     shas = [repo.commit(f"c{i}", {f"f{i}.py": f"v{i} = {i}\n"}) for i in range(3)]
     index_repository(repo.path, options=BuildOptions(no_messages=True))
-    db = store_for(open_repo(repo.path)).db
+    db = Catalog.of(store_for(open_repo(repo.path)))
     cache = features.TokenCache(size=2)
     first = cache.get(db, shas[0])
     cache.get(db, shas[1])
@@ -126,7 +128,7 @@ def test_gather_counts_query_terms_by_line_kind_in_a_real_catalogue(tmp_path: Pa
     store = store_for(open_repo(repo.path))
     q = features.query_info("use time.sleep in poll", lambda t: 1, 10)
     assert q.identifiers == ("time.sleep",)
-    ct = features.gather(store.db, [sha], q)[sha]
+    ct = features.gather(Catalog.of(store), [sha], q)[sha]
     assert ct.n_hunks == 1 and ct.files == ["jobs/poll.py"]
     assert ct.tf["add"].get("sleep") == 1 and not ct.tf["rem"]
     assert ct.tf["ctx"].get("poll", 0) >= 1  # the def line is context
@@ -142,9 +144,9 @@ def test_gather_reads_at_most_max_hunks(tmp_path: Path, monkeypatch: pytest.Monk
     index_repository(repo.path, options=BuildOptions(no_messages=True))
     store = store_for(open_repo(repo.path))
     q = features.query_info("bump", lambda t: 1, 10)
-    every = features.gather(store.db, [sha], q)[sha]
+    every = features.gather(Catalog.of(store), [sha], q)[sha]
     monkeypatch.setattr(features, "MAX_HUNKS", 2)
-    capped = features.gather(store.db, [sha], q)[sha]
+    capped = features.gather(Catalog.of(store), [sha], q)[sha]
     assert capped.n_hunks == every.n_hunks == 5 and len(capped.files) == 5  # counts come from the catalogue
     assert capped.length["add"] > 0 and capped.length["add"] * 5 == every.length["add"] * 2  # 2 of 5 alike hunks
 
@@ -216,12 +218,12 @@ def test_a_rebuild_forgets_the_engines_cached_commit_text(tmp_path: Path) -> Non
     index_repository(repo.path, options=BuildOptions(no_messages=True))
     with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
         engine.freshness()
-        engine.second.texts.get(engine.store.db, sha)
+        engine.ordering.texts.get(engine.catalog, sha)
         engine.freshness()  # same index: kept
-        assert len(engine.second.texts) == 1
+        assert len(engine.ordering.texts) == 1
         index_repository(repo.path, options=BuildOptions(no_messages=True), rebuild=True)
         engine.freshness()  # another generation: excerpts may differ now
-        assert len(engine.second.texts) == 0
+        assert len(engine.ordering.texts) == 0
 
 
 @pytest.mark.parametrize("no_messages", [True, False])
@@ -266,10 +268,10 @@ def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_h
         top = [FusedCommit(a, 1.2, {"diff": 1, "message": 1}), FusedCommit(b, 0.7, {"diff": 2})]
         rerank = {a: 0.6, b: 0.3}
         full = engine.candidate_features("retry the upload", top, rerank, {})
-        assert len(engine.second.texts) == 2
-        engine.second.texts.clear()
+        assert len(engine.ordering.texts) == 2
+        engine.ordering.texts.clear()
         light = engine.candidate_features("retry the upload", top, rerank, {}, needed=model.features)
-        assert len(engine.second.texts) == 0  # no hunks read, nothing cached
+        assert len(engine.ordering.texts) == 0  # no hunks read, nothing cached
         # every feature said to need no hunks comes out the same without them (a "fix" query sets the fix ones)
         fix_full = engine.candidate_features("fix the upload retry", top, rerank, {})
         fix_light = engine.candidate_features("fix the upload retry", top, rerank, {}, needed=features.WITHOUT_HUNKS)
@@ -282,8 +284,9 @@ def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_h
 
 
 def test_candidates_add_the_dense_lanes_top_commits_that_fusion_left_below_the_top() -> None:
-    from backstory.search.engine import SearchOptions, candidates
+    from backstory.search.engine import candidates
     from backstory.search.fusion import FusedCommit
+    from backstory.search.options import SearchOptions
 
     dense_rank = {3: 1, 25: 2, 30: 9, 31: 11, 35: 10}  # fused position -> dense lane rank
     fused = [FusedCommit(f"c{i:02d}", 1 - i / 100, {"dense": r} if (r := dense_rank.get(i)) else {}) for i in range(50)]

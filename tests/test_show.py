@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from dulwich.object_store import DiskObjectStore
 
+from backstory.features.show_commit import resolve_sha, show_commit
 from backstory.history.repo import HistoryError, open_repo
 from backstory.index.build import index_repository
-from backstory.show import resolve_sha, show_commit
+from backstory.index.catalog import Catalog
 from gitrepo import GitRepo, fast_history
 
 BASE = "def greet(name):\n    return 'hello ' + name\n\n\ndef add(a, b):\n    return a + b\n"
@@ -120,8 +121,19 @@ def no_object_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(DiskObjectStore, "__iter__", scan)
 
 
-def _catalogue(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path / ".git" / "backstory" / "catalog.sqlite")
+class _Conn:
+    """A plain connection to the catalogue file (closable) and the named reads over it."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path / ".git" / "backstory" / "catalog.sqlite")
+        self.catalog = Catalog(lambda: self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _catalogue(path: Path) -> _Conn:
+    return _Conn(path)
 
 
 def _loose(path: Path, sha: str) -> bool:
@@ -136,7 +148,8 @@ def test_abbreviated_shas_resolve_from_the_catalogue_then_the_object_store(packe
     prefix, ambiguous = min((p, sorted(g)) for p, g in groups.items() if len(g) > 1)
     unique = next(sha for sha in shas if len(groups[sha[:4]]) == 1)
     assert not _loose(path, unique)  # fast-import wrote a pack
-    with contextlib.closing(open_repo(path)) as repo, contextlib.closing(_catalogue(path)) as db:
+    with contextlib.closing(open_repo(path)) as repo, contextlib.closing(_catalogue(path)) as conn:
+        db = conn.catalog
         for catalogue in (db, None):
             assert resolve_sha(repo, unique[:4], catalogue) == unique
             assert resolve_sha(repo, unique[:7].upper() + "~0", catalogue) == unique
@@ -160,7 +173,8 @@ def test_prefix_of_a_loose_then_packed_commit_and_of_a_pruned_one(tmp_path, no_o
     index_repository(repo.path)
     third = repo.commit("Third, not indexed", {"a.py": "a = 3\n"})
     assert _loose(repo.path, third)
-    with contextlib.closing(_catalogue(repo.path)) as db:
+    with contextlib.closing(_catalogue(repo.path)) as conn:
+        db = conn.catalog
         for catalogue in (db, None):
             with contextlib.closing(open_repo(repo.path)) as r:
                 assert resolve_sha(r, third[:7], catalogue) == third  # not in the catalogue: the loose object
@@ -175,7 +189,7 @@ def test_prefix_of_a_loose_then_packed_commit_and_of_a_pruned_one(tmp_path, no_o
         repo.git("reset", "-q", "--hard", first)
         repo.git("reflog", "expire", "--expire=now", "--all")
         repo.git("gc", "-q", "--prune=now")
-        assert db.execute("SELECT COUNT(*) FROM commits WHERE sha=?", (second,)).fetchone()[0] == 1
+        assert db.commit_state(second) == "indexed"
         with contextlib.closing(open_repo(repo.path)) as r, pytest.raises(HistoryError, match="no commit starting"):
             resolve_sha(r, second[:7], db)
     proc = subprocess.run(

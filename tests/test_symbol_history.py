@@ -10,13 +10,21 @@ from pathlib import Path
 import pytest
 
 from backstory import symbols
+from backstory.features.exact_history import symbol_history
+from backstory.features.locate import Position, head_blob, parse_position
+from backstory.features.prior_art import prior_art
 from backstory.history.repo import HistoryError
 from backstory.index.build import index_repository
-from backstory.search.engine import Engine, ModelConfig, SearchOptions
-from backstory.symbols_history import head_blob, prior_art, symbol_history
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo
 
 NO_MODELS = ModelConfig(dense=False, reranker="none")
+
+
+def at(engine: Engine, spec: str) -> Position:
+    """``PATH:LINE`` (repository-relative or absolute) as the structured position the features take."""
+    return parse_position(spec, engine.root)
 
 
 def git_log_l(repo: GitRepo, path: str, start: int, end: int) -> list[str]:
@@ -36,10 +44,10 @@ def compare_all(repo: GitRepo) -> tuple[int, int, int, list[str]]:
         if lang not in symbols.supported_languages():
             continue
         for d in symbols.extract_definitions(head_blob(engine, f), lang or "") or []:
-            ours = [c["commit"]["sha"] for c in symbol_history(engine, f"{f}:{d.start_line}")["commits"]]
+            ours = [c["commit"]["sha"] for c in symbol_history(engine, at(engine, f"{f}:{d.start_line}"))["commits"]]
             # the innermost definition at its first line is d itself unless another starts on the same line
             oracle = git_log_l(repo, f, d.start_line, d.end_line)
-            got = symbol_history(engine, f"{f}:{d.start_line}")["symbol"]
+            got = symbol_history(engine, at(engine, f"{f}:{d.start_line}"))["symbol"]
             if got["name"] != d.name:
                 continue
             tp += len(set(ours) & set(oracle))
@@ -173,20 +181,20 @@ def test_bad_positions(repo: GitRepo) -> None:
     repo.commit("v1", files)
     index_repository(repo.path)
     engine = Engine(repo.path, models=NO_MODELS)
-    outside = symbol_history(engine, "pkg/io.py:1")
+    outside = symbol_history(engine, at(engine, "pkg/io.py:1"))
     assert outside["symbol"] is None and outside["message"] == "no enclosing symbol at pkg/io.py:1"
-    readme = symbol_history(engine, "README.md:1")
+    readme = symbol_history(engine, at(engine, "README.md:1"))
     assert readme["symbol"] is None and "markdown has no symbol parser" in readme["message"]
-    minified = symbol_history(engine, "min.js:1")  # not parsed, still an answer, and it says why
+    minified = symbol_history(engine, at(engine, "min.js:1"))  # not parsed, still an answer, and it says why
     assert minified["symbol"] is None and "minified code is not parsed" in minified["message"]
-    large = symbol_history(engine, "big.py:1")
+    large = symbol_history(engine, at(engine, "big.py:1"))
     assert large["symbol"] is None and "symbols are parsed up to 512,000" in large["message"]
     with pytest.raises(HistoryError, match="not in HEAD"):
-        symbol_history(engine, "pkg/nope.py:1")
+        symbol_history(engine, at(engine, "pkg/nope.py:1"))
     with pytest.raises(HistoryError, match="past the end"):
-        symbol_history(engine, "pkg/io.py:500")
+        symbol_history(engine, at(engine, "pkg/io.py:500"))
     with pytest.raises(HistoryError, match="PATH:LINE"):
-        symbol_history(engine, "pkg/io.py:x")
+        symbol_history(engine, at(engine, "pkg/io.py:x"))
 
 
 def test_syntax_errors_and_non_utf8_in_history(repo: GitRepo) -> None:
@@ -195,7 +203,7 @@ def test_syntax_errors_and_non_utf8_in_history(repo: GitRepo) -> None:
     repo.commit("latin1", {"m.py": b"def ok():\n    return '\xe9'\n"})
     index_repository(repo.path)
     engine = Engine(repo.path, models=NO_MODELS)
-    hist = symbol_history(engine, "m.py:2")
+    hist = symbol_history(engine, at(engine, "m.py:2"))
     assert hist["symbol"]["name"] == "ok"
     assert [c["commit"]["subject"] for c in hist["commits"]] == ["latin1", "broken", "v1"]
 
@@ -208,7 +216,8 @@ def test_history_of_a_file_whose_name_is_not_utf8(repo: GitRepo) -> None:
     (repo.path / name).write_text("def brew():\n    return 2\n")
     repo.git("commit", "-q", "-am", "Stronger brew")
     index_repository(repo.path)
-    result = symbol_history(Engine(repo.path, models=NO_MODELS), f"{repo.path / name}:2")
+    engine = Engine(repo.path, models=NO_MODELS)
+    result = symbol_history(engine, at(engine, f"{repo.path / name}:2"))
     assert result["symbol"]["name"] == "brew" and result["symbol"]["path"] == "caf\ufffd.py"
     assert [c["commit"]["subject"] for c in result["commits"]] == ["Stronger brew", "Add brew"]
 
@@ -222,7 +231,7 @@ def test_prior_art_puts_exact_first_and_dedupes(repo: GitRepo) -> None:
     )
     index_repository(repo.path)
     engine = Engine(repo.path, models=NO_MODELS)
-    result = prior_art(engine, "pkg/io.py:5", SearchOptions(rerank=False, k=5))
+    result = prior_art(engine, Position("pkg/io.py", 5), SearchOptions(rerank=False, k=5))
     assert result["symbol"]["name"] == "load"
     assert [e["commit"]["subject"] for e in result["exact"]] == ["edit load", "v1"]
     inferred = [r["commit"]["subject"] for r in result["results"]]

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from tree_sitter import Point
 
+from backstory.evaluation.symbols_bench import generate
+from backstory.evaluation.symbols_bench import main as bench_main
 from backstory.history.diff import diff_hunks
 from backstory.symbols import (
     KINDS,
@@ -29,8 +31,6 @@ from backstory.symbols import (
     supported_languages,
     versions,
 )
-from backstory.symbols.bench import generate
-from backstory.symbols.bench import main as bench_main
 from backstory.symbols.extract import parse
 from backstory.symbols.versions import VersionCache, edits_to_older, tree_of
 

@@ -7,13 +7,12 @@ print one line on stderr and exit 1 (2 for usage errors); nothing is written to 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
@@ -164,38 +163,26 @@ def _dump(obj: Any) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .index.build import BuildOptions, index_repository, store_for
-    from .index.dense_build import embed_pending
+    from .index.build import BuildOptions
+    from .index.job import run_index
 
     bar = ProgressBar(sys.stderr)
     opts = BuildOptions(no_messages=args.no_messages, symbols=not args.no_symbols, max_file_bytes=args.max_file_bytes)
-    cancel = threading.Event()
     try:
-        report = index_repository(
-            args.path, options=opts, index_dir=args.index_dir, rebuild=args.rebuild, progress=bar, wait=args.wait,
-            cancel=cancel,
+        result = run_index(
+            args.path, options=opts, index_dir=args.index_dir, rebuild=args.rebuild, dense=not args.no_dense,
+            model_path=args.model, progress=bar, wait=args.wait,
         )  # fmt: skip
-        embedded, dense_note = 0, None
-        if not args.no_dense:
-            from .history.repo import open_repo
-            from .models import Embedder, ModelUnavailable, resolve_model
-
-            with contextlib.closing(open_repo(args.path)) as repo:
-                store = store_for(repo, args.index_dir)
-            try:
-                embedder = Embedder(resolve_model(args.model))
-                with store.write_lock(args.wait):
-                    embedded = embed_pending(store, embedder, progress=bar, cancel=cancel)
-            except ModelUnavailable as e:
-                dense_note = f"dense phase skipped: {e}"
     finally:
         bar.close()
+    report = result.report
+    dense_note = f"dense phase skipped: {result.dense_note}" if result.dense_note else None
     if args.json:
-        _dump({**report.__dict__, "embedded_files": embedded, "dense_note": dense_note})
+        _dump({**report.__dict__, "embedded_files": result.embedded, "dense_note": dense_note})
     else:
         print(
             f"indexed {report.new_commits} new commit(s), {report.hunks} hunk(s) in {report.seconds:.1f}s; "
-            f"purged {report.purged_commits}; embedded {embedded} file unit(s)"
+            f"purged {report.purged_commits}; embedded {result.embedded} file unit(s)"
         )
         if report.skipped:
             print("skipped files: " + ", ".join(f"{v} {k}" for k, v in sorted(report.skipped.items())))
@@ -205,7 +192,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    from .search.engine import Engine, ModelConfig
+    from .search.engine import Engine
+    from .search.options import ModelConfig
 
     cross_encoder = getattr(args, "cross_encoder", None)
     models = ModelConfig(
@@ -219,7 +207,7 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def _search_options(args: argparse.Namespace) -> Any:
     from .index.text_index import Filters
-    from .search.engine import SearchOptions
+    from .search.options import SearchOptions
     from .search.when import parse_when
 
     if args.k < 1:
@@ -237,7 +225,7 @@ def _search_options(args: argparse.Namespace) -> Any:
     filters = Filters(since=since, until=until, path_glob=args.path, author=args.author, language=language)
     lanes = None
     if args.lanes:
-        from .search.engine import TEXT_LANES
+        from .search.options import TEXT_LANES
 
         known = (*TEXT_LANES, "dense")
         lanes = tuple(x.strip() for x in args.lanes.split(",") if x.strip())
@@ -259,7 +247,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
-    from .views import print_results
+    from .views.text import print_results
 
     if args.batch:
         try:
@@ -273,9 +261,9 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
                 sys.stdout.flush()
         return 0
     if args.at:
-        from .symbols_history import prior_art
+        from .features.prior_art import prior_art
 
-        result = prior_art(engine, args.at, opts)
+        result = prior_art(engine, _position(engine, args.at), opts)
     else:
         if not args.text or not args.text.strip():
             raise ValueError("give a query text, --at PATH:LINE or --batch FILE")
@@ -289,7 +277,7 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from .models.cache import cache_report
-    from .views import print_status
+    from .views.text import print_status
 
     with _engine(args) as engine:
         status = engine.status()
@@ -302,29 +290,27 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .history.repo import open_repo
-    from .index.build import store_for
-    from .show import show_commit
+    from .features.show_commit import show
 
-    with contextlib.closing(open_repo(args.repo)) as repo:
-        store = store_for(repo, args.index_dir)
-        catalogue = None
-        if store.exists():  # abbreviated shas are looked up in the catalogue first; show works without an index
-            with contextlib.suppress(StoreError):
-                catalogue = store.db
-        try:
-            sys.stdout.write(show_commit(repo, args.sha, args.path, catalogue).text)
-        finally:
-            store.close()
+    with _engine(args) as engine:
+        sys.stdout.write(show(engine, args.sha, args.path).text)
     return 0
 
 
+def _position(engine: Any, spec: str) -> Any:
+    """``PATH:LINE`` from the command line: PATH relative to the current directory (or to the repository's
+    root), or absolute."""
+    from .features.locate import parse_position
+
+    return parse_position(spec, engine.root, bases=(Path.cwd(), engine.root))
+
+
 def cmd_history(args: argparse.Namespace) -> int:
-    from .symbols_history import symbol_history
-    from .views import print_history
+    from .features.exact_history import symbol_history
+    from .views.text import print_history
 
     with _engine(args) as engine:
-        result = symbol_history(engine, args.position)
+        result = symbol_history(engine, _position(engine, args.position))
     if args.json:
         _dump(result)
     else:

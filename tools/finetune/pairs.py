@@ -13,10 +13,11 @@ import argparse
 import json
 from pathlib import Path
 
-from backstory.evaluate import CONFIGS, options_for, sample
+from backstory.evaluation.evaluate import CONFIGS, options_for, sample
 from backstory.index.build import BuildOptions, index_repository
 from backstory.index.dense_build import unit_passages
-from backstory.search.engine import Engine, ModelConfig
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig
 
 
 def history_parser() -> argparse.ArgumentParser:

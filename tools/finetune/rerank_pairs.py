@@ -14,10 +14,10 @@ import json
 
 from pairs import history_parser
 
-from backstory.evaluate import CONFIGS, options_for, sample
+from backstory.evaluation.evaluate import CONFIGS, options_for, sample
 from backstory.search.dense import commit_passages
-from backstory.search.engine import Engine, ModelConfig
-from backstory.search.render import hunk_rows
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     captured: list[tuple[str, list[str], list[str]]] = []
 
     def record(query, top, commits, no_messages):  # stands in for the second stage: keeps what it would read
-        rows = hunk_rows(engine.store.db, [u for c in top for u in c.hunks])
+        rows = engine.catalog.hunk_rows([u for c in top for u in c.hunks])
         captured.append((query, [c.sha for c in top], commit_passages(top, rows, commits, no_messages)))
         return {}, None, None
 

@@ -18,9 +18,10 @@ import json
 
 from pairs import history_parser
 
-from backstory.evaluate import CONFIGS, options_for, pr_title_sample, sample
-from backstory.search.engine import Engine, ModelConfig, SearchOptions
+from backstory.evaluation.evaluate import CONFIGS, options_for, pr_title_sample, sample
+from backstory.search.engine import Engine
 from backstory.search.features import FEATURES
+from backstory.search.options import ModelConfig, SearchOptions
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ threads).
 
 Writes OUT_DIR/model.onnx (the base graph with the trained int8 weights and the head appended: inputs as the
 base graph, output ``logits`` [batch, 1]) and OUT_DIR/tokenizer.json, i.e. a directory backstory's
-``cross-encoder`` reranker loads (``python -m backstory.evaluate REPO --cross-encoder OUT_DIR``).
+``cross-encoder`` reranker loads (``python -m backstory.evaluation.evaluate REPO --cross-encoder OUT_DIR``).
 """
 
 import argparse

@@ -76,7 +76,7 @@ def trim_common_tail(old: Buffer, new: Buffer) -> tuple[Buffer, Buffer]:
 
 def changes_of_blobs(old: pygit2.Blob, new: pygit2.Blob) -> list[tuple[int, int, int, int]]:
     """git's change blocks between two blobs read by libgit2, as half-open 0-based (old start, old end, new
-    start, new end): the form :mod:`..search.linelog` maps through. The blobs' bytes are only copied when the
+    start, new end): the form :mod:`.linelog` maps through. The blobs' bytes are only copied when the
     common tail is cut."""
     a, b = trim_common_tail(old, new)
     patch = pygit2.Patch.create_from(a, b, context_lines=0, interhunk_lines=0, flag=_FLAGS)

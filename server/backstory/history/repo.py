@@ -46,6 +46,24 @@ def worktree_root(repo: Repo) -> Path:
     return Path(repo.path)
 
 
+def repo_relative(root: Path, path: str | os.PathLike[str], bases: tuple[Path, ...] = ()) -> str:
+    """``path`` as a slash-separated path relative to the worktree ``root`` (the one helper every view uses).
+
+    An absolute path (an editor's document) is taken as is. A relative one is tried against each of ``bases``
+    in order (the CLI passes its working directory, then the root, so a path typed in a subdirectory works);
+    with no bases it is already repository-relative. Raises :class:`HistoryError` when it lies outside.
+    """
+    p = Path(path)
+    candidates = [p] if p.is_absolute() else [b / p for b in bases] or [root / p]
+    resolved_root = root.resolve()
+    for c in candidates:
+        try:
+            return c.resolve().relative_to(resolved_root).as_posix()
+        except ValueError:
+            continue
+    raise HistoryError(f"{path} is outside the repository {root}")
+
+
 def head_sha(repo: Repo) -> str:
     """HEAD's commit id; works for branches and detached HEAD."""
     try:

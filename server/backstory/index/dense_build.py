@@ -7,7 +7,6 @@ the same transaction: :mod:`.unit_states`), and can be cancelled between batches
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -16,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ..models.passages import RECIPE
 from ..models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec
-from ..search.passages import RECIPE, file_passage
 from . import unit_states, vectors
+from .catalog import Catalog
 from .progress import Progress
 from .store import Store, StoreError
 
@@ -78,25 +78,7 @@ def restamp(store: Store, embedder: Any) -> None:
 
 def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:
     """The dense recipe's text of each unit, in ``fids`` order: what its vector and stored states encode."""
-    db = store.db
-    marks = ",".join("?" * len(fids))
-    files = {r["fid"]: r for r in db.execute(f"SELECT * FROM files WHERE fid IN ({marks})", fids)}
-    excerpts: dict[int, list[str]] = {}
-    syms: dict[int, list[str]] = {}
-    for r in db.execute(f"SELECT fid, excerpt, symbols FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", fids):
-        excerpts.setdefault(r["fid"], []).append(r["excerpt"])
-        syms.setdefault(r["fid"], []).extend(s[0] for s in json.loads(r["symbols"]))
-    subjects: dict[str, str] = {}
-    if not no_messages:
-        shas = sorted({f["sha"] for f in files.values()})
-        m2 = ",".join("?" * len(shas))
-        subjects = {r[0]: r[1] for r in db.execute(f"SELECT sha, subject FROM commits WHERE sha IN ({m2})", shas)}
-    out = []
-    for fid in fids:
-        f = files[fid]
-        path = f["path"] if f["old_path"] == f["path"] else f"{f['old_path']} -> {f['path']}"
-        out.append(file_passage(path, syms.get(fid, []), subjects.get(f["sha"]), excerpts.get(fid, [])))
-    return out
+    return Catalog.of(store).unit_passages(fids, no_messages)
 
 
 def embed_pending(

@@ -21,7 +21,7 @@ from pygit2.enums import DeltaStatus
 
 from ..history import renames
 from ..history.diff import changes_of_blobs
-from ..search.linelog import Block
+from ..history.linelog import Block
 from .progress import Progress
 from .store import Store
 

@@ -6,16 +6,12 @@ in its own picker, because a server command run from a code action would have no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
 from .. import symbols
 from . import constants as C
+from .base import BackstoryServer
 from .params import uri_path
-
-if TYPE_CHECKING:
-    from .server import BackstoryServer
 
 
 def actions_for(uri: str, text: str | None, rng: types.Range, language: str | None) -> list[types.CodeAction]:

@@ -8,20 +8,20 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pygls.lsp.server import LanguageServer
-
+from ..features.exact_history import symbol_history
+from ..features.prior_art import prior_art
+from ..features.show_commit import show
 from ..history.repo import HistoryError
 from ..index.store import StoreError
 from ..index.text_index import Filters
-from ..search.engine import SearchCancelled, SearchOptions
+from ..search.options import SearchCancelled, SearchOptions
 from ..search.when import BadDate, parse_when
-from ..show import show_commit
-from ..symbols_history import prior_art, symbol_history
 from . import constants as C
-from .params import get_int, get_str, invalid, position, range_, single_object, uri_path
+from .base import BackstoryServer
+from .indexing import start_indexing
+from .params import document_position, get_int, get_str, invalid, position, range_, single_object, uri_path
 
 if TYPE_CHECKING:
-    from .server import BackstoryServer
     from .state import RepoState
 
 T = TypeVar("T")
@@ -79,14 +79,6 @@ def _document_text(ls: BackstoryServer, uri: str) -> str | None:
         return None
 
 
-def _relpath(state: RepoState, uri: str) -> str:
-    path = uri_path(uri).resolve()
-    try:
-        return path.relative_to(state.root.resolve()).as_posix()
-    except ValueError:
-        raise invalid(f"{path} is not inside the repository {state.root}") from None
-
-
 def _selection(text: str, r: Any) -> str:
     lines = text.split("\n")
     if r.start.line == r.end.line:
@@ -120,11 +112,11 @@ async def find_prior_art(ls: BackstoryServer, *args: Any) -> Any:
     text = _document_text(ls, uri)
     source = text.encode("utf-8") if text is not None else None
     selection = _selection(text or "", where) if where is not None and where.start != where.end else None
-    rel = _relpath(state, uri)
+    where_in_repo = document_position(state.root, uri, pos)
 
     async def go() -> Any:
         def work(cancelled: Callable[[], bool]) -> Any:
-            return prior_art(state.engine, f"{rel}:{pos.line + 1}", opts, source=source, text=selection)
+            return prior_art(state.engine, where_in_repo, opts, source=source, text=selection)
 
         return await run_cancellable(work)
 
@@ -159,22 +151,11 @@ async def symbol_history_cmd(ls: BackstoryServer, *args: Any) -> Any:
         return {"symbol": None, "commits": [], "message": "not in a git repository", "_meta": {}}
     text = _document_text(ls, uri)
     source = text.encode("utf-8") if text is not None else None
-    rel = _relpath(state, uri)
+    where_in_repo = document_position(state.root, uri, pos)
     try:
-        return await asyncio.to_thread(symbol_history, state.engine, f"{rel}:{pos.line + 1}", source)
+        return await asyncio.to_thread(symbol_history, state.engine, where_in_repo, source)
     except (HistoryError, StoreError) as e:
         return {"symbol": None, "commits": [], "message": str(e), "_meta": {}}
-
-
-def _catalogue(state: Any) -> Any:
-    """The workspace index's catalogue for resolving abbreviated shas, or None (no index yet, or damaged)."""
-    store = state.engine.store
-    if not store.exists():
-        return None
-    try:
-        return store.db
-    except StoreError:
-        return None
 
 
 async def show_commit_cmd(ls: BackstoryServer, *args: Any) -> Any:
@@ -186,15 +167,13 @@ async def show_commit_cmd(ls: BackstoryServer, *args: Any) -> Any:
     if state is None:
         raise invalid("not in a git repository")
     try:
-        shown = await asyncio.to_thread(show_commit, state.engine.repo, sha, path, _catalogue(state))
+        shown = await asyncio.to_thread(show, state.engine, sha, path)
     except HistoryError as e:
         raise invalid(str(e)) from None
     return dataclasses.asdict(shown)
 
 
 async def reindex(ls: BackstoryServer, *args: Any) -> Any:
-    from .indexing import start_indexing
-
     obj = single_object(C.REINDEX, args)
     rebuild = obj.get("rebuild", False)
     if not isinstance(rebuild, bool):
@@ -228,16 +207,6 @@ HANDLERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _bind(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """pygls evaluates handler annotations at run time; this wrapper's are importable here (no cycle)."""
-
-    async def command(ls: LanguageServer, *args: Any) -> Any:
-        return await handler(ls, *args)
-
-    command.__name__ = handler.__name__
-    return command
-
-
 def register(ls: BackstoryServer) -> None:
     for name, handler in HANDLERS.items():
-        ls.command(name)(_bind(handler))
+        ls.command(name)(handler)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import functools
 import logging
 import re
 import threading
@@ -20,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from .. import symbols
-from ..search.engine import TEXT_LANES, SearchOptions
-from ..search.render import relative_age
-from ..symbols_history import Located, exact_commits, symbol_query
+from ..features.locate import Located
+from ..features.prior_art import exact_and_related, symbol_query
+from ..history.repo import HistoryError, repo_relative
+from ..search.options import TEXT_LANES, SearchOptions
+from ..views.age import relative_age
+from .base import BackstoryServer
 from .params import uri_path
 
 if TYPE_CHECKING:
-    from .server import BackstoryServer
     from .state import RepoState
 
 log = logging.getLogger(__name__)
@@ -81,16 +82,14 @@ def render_markdown(name: str, exact: list[dict[str, Any]], related: list[dict[s
     return "\n".join(out)
 
 
-@functools.lru_cache(maxsize=32)
 def _definitions(source: bytes, language: str) -> list[symbols.Definition]:
-    """Definitions of a document's text; hovers over one unchanged document parse it once."""
-    return symbols.extract_definitions(source, language) or []
+    return symbols.definitions(source, language) or []
 
 
 def _relative(state: RepoState, uri: str) -> str | None:
     try:
-        return uri_path(uri).resolve().relative_to(state.root.resolve()).as_posix()
-    except ValueError:
+        return repo_relative(state.root, uri_path(uri).resolve())
+    except HistoryError:
         return None
 
 
@@ -104,12 +103,10 @@ def _markdown(ls: BackstoryServer, state: RepoState, rel: str, d: symbols.Defini
     cached = cache.get(key)
     if cached is not None:
         return str(cached)
-    exact_all = exact_commits(engine, rel, d.start_line, d.end_line, limit=n + 1, head=info.get("head"))
-    query = symbol_query(Located(rel, d.start_line, source, d))
-    found = engine.search(query, SearchOptions(k=n + len(exact_all), rerank=False, lanes=TEXT_LANES))
-    seen = {e["commit"]["sha"] for e in exact_all}
-    related = [r for r in found["results"] if r["commit"]["sha"] not in seen][:n]
-    markdown = render_markdown(d.name, exact_all[:n], related, len(exact_all))
+    loc = Located(rel, d.start_line, source, d)
+    opts = SearchOptions(k=n, rerank=False, lanes=TEXT_LANES)  # keyword lanes only: no model call in a hover
+    exact_all, found = exact_and_related(engine, loc, symbol_query(loc), opts, exact_limit=n + 1, head=info.get("head"))
+    markdown = render_markdown(d.name, exact_all[:n], found["results"], len(exact_all))
     with _cache_lock:  # hovers and the prewarm thread share the cache
         while len(cache) >= HOVER_CACHE_SIZE:
             del cache[next(iter(cache))]  # oldest first: dicts keep insertion order
@@ -147,7 +144,7 @@ _generation: dict[str, int] = {}
 
 
 def _ready(state: RepoState) -> bool:
-    return state.engine.store.exists() and not (state.indexing and state.status.get("phase") in ("history", "merges"))
+    return state.engine.has_index() and not (state.indexing and state.status.get("phase") in ("history", "merges"))
 
 
 def prewarm_document(ls: BackstoryServer, state: RepoState, uri: str, generation: int) -> int:
@@ -225,3 +222,4 @@ def did_open(ls: BackstoryServer, params: types.DidOpenTextDocumentParams) -> No
 def register(ls: BackstoryServer) -> None:
     ls.feature(types.TEXT_DOCUMENT_HOVER)(hover)
     ls.feature(types.TEXT_DOCUMENT_DID_OPEN)(did_open)
+    ls.index_listeners.append(prewarm_open_documents)  # indexing empties the hover cache: fill it again

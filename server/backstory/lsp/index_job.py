@@ -18,7 +18,6 @@ the in-process build raises.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import threading
@@ -27,7 +26,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, cast
 
-from ..history.repo import HistoryError, open_repo
+from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
 from ..index.parallel import exit_with_parent
 from ..index.progress import Progress
@@ -37,46 +36,21 @@ POLL_SECONDS = 0.2
 LOCK_WAIT_SECONDS = 30.0
 
 
-def _embed(root: str, index_dir: str | None, embedder: Any, progress: Progress, cancel: Any) -> None:
-    """The dense phase with a loaded model, under the index write lock (shared by both ways of running the job)."""
-    from ..index.build import store_for
-    from ..index.dense_build import embed_pending
-
-    with contextlib.closing(open_repo(root)) as repo:
-        store = store_for(repo, index_dir)
-    with store.write_lock(wait=LOCK_WAIT_SECONDS):
-        embed_pending(store, embedder, progress=progress, cancel=cancel)
-
-
-def _load_model(model_path: str | None) -> tuple[Any, str]:
-    """The embedder, or None and why not (a missing model skips the dense phase, it is not an error)."""
-    from ..models import Embedder, ModelUnavailable, resolve_model
-
-    try:
-        return Embedder(resolve_model(model_path)), ""
-    except ModelUnavailable as e:
-        return None, str(e)
-
-
 def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> None:
     """Entry point of the child: index, then embed, reporting progress and the outcome over ``conn``."""
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     try:
-        from ..index.build import index_repository
+        from ..index.job import run_index
 
         def progress(phase: str, done: int, total: int) -> None:
             conn.send(("progress", phase, done, total))
 
-        report = index_repository(
+        result = run_index(
             job["root"], options=job["options"], index_dir=job["index_dir"], rebuild=job["rebuild"],
-            progress=progress, cancel=cancel, wait=LOCK_WAIT_SECONDS,
+            dense=job["dense"], model_path=job["model_path"], progress=progress, cancel=cancel,
+            wait=LOCK_WAIT_SECONDS,
         )  # fmt: skip
-        note = ""
-        if job["dense"] and not report.cancelled and not cancel.is_set():
-            model, note = _load_model(job["model_path"])
-            if model is not None:
-                _embed(job["root"], job["index_dir"], model, progress, cancel)
-        conn.send(("done", report, note))
+        conn.send(("done", result.report, result.dense_note))
     except RebuildNeeded as e:
         conn.send(("rebuild", str(e)))
     except StoreError as e:
@@ -163,15 +137,10 @@ def run_index_here(
     cancel: threading.Event,
 ) -> tuple[IndexReport, str]:
     """The same job in this process, for small incremental updates; ``embedder`` returns the server's model."""
-    from ..index.build import index_repository
+    from ..index.job import run_index
 
-    report = index_repository(
-        root, options=options, index_dir=index_dir, progress=progress, cancel=cancel, wait=LOCK_WAIT_SECONDS
-    )
-    if not dense or report.cancelled or cancel.is_set():
-        return report, ""
-    model = embedder()
-    if model is None:
-        return report, "no embedding model"
-    _embed(str(root), index_dir, model, progress, cancel)
-    return report, ""
+    result = run_index(
+        root, options=options, index_dir=index_dir, dense=dense, embedder=embedder, progress=progress,
+        cancel=cancel, wait=LOCK_WAIT_SECONDS,
+    )  # fmt: skip
+    return result.report, result.dense_note

@@ -18,15 +18,13 @@ from lsprotocol import types
 
 from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
-from ..index.dense_build import dense_stamp
 from ..index.progress import PHASES
 from ..index.store import RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
-from .hover import prewarm_open_documents
 from .index_job import run_index_here, run_index_job
 
 if TYPE_CHECKING:
-    from .server import BackstoryServer
+    from .base import BackstoryServer
     from .state import RepoState
 
 log = logging.getLogger(__name__)
@@ -94,7 +92,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
             if not rebuild and _small_update(state, ls.options.dense):
                 return run_index_here(
                     state.root, options=options, index_dir=ls.options.indexDir, dense=ls.options.dense,
-                    embedder=state.engine.dense.embedder, progress=progress, cancel=state.cancel,
+                    embedder=state.engine.embedder, progress=progress, cancel=state.cancel,
                 )  # fmt: skip
             return run_index_job(
                 state.root, options=options, index_dir=ls.options.indexDir, rebuild=rebuild, dense=ls.options.dense,
@@ -127,7 +125,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         state.hover_cache.clear()
         ls.send_status(state)
         if state.status.get("state") == "ready" and not ls.closing:
-            prewarm_open_documents(ls, state)
+            for listener in ls.index_listeners:
+                listener(ls, state)
 
 
 def _small_update(state: RepoState, dense: bool) -> bool:
@@ -139,19 +138,17 @@ def _small_update(state: RepoState, dense: bool) -> bool:
     276 MB when the same work ran in the child). Runs off the event loop, so loading the model here is fine;
     the in-process path needs it next anyway.
     """
+    engine = state.engine
     try:
-        if not state.engine.store.exists():
+        if not engine.has_index():
             return False
-        info, _allowed, _hint = state.engine.freshness()
-        pending = state.engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=0").fetchone()[0]
+        info, _allowed, _hint = engine.freshness()
         behind = info.get("commits_behind_head")
-        if not (isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS and pending <= SMALL_UPDATE_UNITS):
+        if not (isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS):
             return False
-        model = state.engine.dense.embedder() if dense else None
-        stamp = state.engine.store.read_manifest().get("dense")
+        return engine.pending_units() <= SMALL_UPDATE_UNITS and (not dense or engine.vectors_current())
     except Exception:
         return False
-    return model is None or stamp is None or stamp == dense_stamp(model)
 
 
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:

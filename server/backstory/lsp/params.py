@@ -9,6 +9,19 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
+from ..features.locate import Position
+from ..history.repo import HistoryError, repo_relative
+
+
+def document_position(root: Path, uri: str, pos: types.Position) -> Position:
+    """The one adapter from an LSP document position (URI, 0-based line) to the engine's structured
+    :class:`Position` (repository-relative path, 1-based line); the path is resolved once, here."""
+    try:
+        rel = repo_relative(root, uri_path(uri).resolve())
+    except HistoryError:
+        raise invalid(f"{uri_path(uri)} is not inside the repository {root}") from None
+    return Position(rel, pos.line + 1)
+
 
 def invalid(message: str) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message)

@@ -1,109 +1,45 @@
-"""The Backstory language server (pygls 2): lifecycle, options, and the registry of feature modules.
+"""The Backstory language server (pygls 2): lifecycle, and the one registry of feature modules.
 
-Features live in one module each (commands, hover, code actions); this file wires them in one place and owns
-the per-repository state and status notifications.
+Features live in one module each (commands, hover, code actions); each has a ``register(server)``
+and this file is the only place that calls them. The server object itself (options, repositories, status)
+is :class:`~.base.BackstoryServer`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from typing import Any
 
 from lsprotocol import types
-from pygls.lsp.server import LanguageServer
 
-from .. import __version__
 from . import code_actions, commands, hover
-from .constants import CONFIG_SECTION, STATUS_NOTIFICATION
+from .base import BackstoryServer
+from .constants import CONFIG_SECTION
 from .indexing import start_indexing, watch_heads
-from .options import Options, parse_options
 from .params import uri_path
-from .state import Repos, RepoState
 
 log = logging.getLogger(__name__)
 FEATURES = (commands, hover, code_actions)
 PARENT_POLL_SECONDS = 2.0
 
 
-class BackstoryServer(LanguageServer):
-    def __init__(self) -> None:
-        super().__init__("backstory", __version__)
-        self.options = Options()
-        self.repos = Repos()
-        self._reported: set[str] = set()
-        self._background: list[asyncio.Task[None]] = []
-        self.closing = False  # after shutdown/exit nothing may be written: the client stopped reading
-
-    # -- reporting --------------------------------------------------------------------------------------------
-
-    def report_once(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
-        """Show a message once per server lifetime (no storms when every request hits the same problem)."""
-        if message in self._reported:
-            return
-        self._reported.add(message)
-        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
-
-    def status_payload(self, state: RepoState) -> dict[str, Any]:
-        payload: dict[str, Any] = {"repo": str(state.root), **state.status}
-        with contextlib.suppress(Exception):
-            if state.engine.store.exists():
-                info, _allowed, _hint = state.engine.freshness()
-                payload.update(
-                    indexed_commits=info.get("indexed_commits"),
-                    commits_behind_head=info.get("commits_behind_head"),
-                    dense_coverage=info.get("dense_coverage"),
-                    head=info.get("head"),
-                )
-        if "message" not in payload or payload["message"] is None:
-            payload["message"] = f"Backstory: {payload.get('state')}"
-        return payload
-
-    def send_status(self, state: RepoState) -> None:
-        if self.closing:
-            return
-        self.protocol.notify(STATUS_NOTIFICATION, self.status_payload(state))
-
-    # -- options ----------------------------------------------------------------------------------------------
-
-    def apply_options(self, raw: Any) -> None:
-        options, problems = parse_options(raw)
-        for p in problems:
-            self.report_once(p)
-        self.options = options
-        self.repos.reconfigure(options)
-
-    async def pull_configuration(self) -> None:
-        caps = self.client_capabilities.workspace
-        if caps is None or not caps.configuration:
-            return
-        try:
-            result = await self.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section=CONFIG_SECTION)])
-            )
-        except Exception:
-            return
-        if result and isinstance(result[0], dict):
-            self.apply_options(result[0])
-
-    # -- folders ----------------------------------------------------------------------------------------------
-
-    def add_folder(self, uri: str) -> None:
-        path = uri_path(uri)
-        state = self.repos.add(path, self.options)
-        if state is None:
-            self.report_once(
-                f"Backstory: {path} is not inside a git repository; its features stay empty there.",
-                types.MessageType.Info,
-            )
-            return
-        self.send_status(state)
-        start_indexing(self, state)
-
-
 server = BackstoryServer()
+
+
+def add_folder(ls: BackstoryServer, uri: str) -> None:
+    """Start serving the repository that contains a workspace folder (once per repository)."""
+    path = uri_path(uri)
+    state = ls.repos.add(path, ls.options)
+    if state is None:
+        ls.report_once(
+            f"Backstory: {path} is not inside a git repository; its features stay empty there.",
+            types.MessageType.Info,
+        )
+        return
+    ls.send_status(state)
+    start_indexing(ls, state)
 
 
 @server.feature(types.INITIALIZE)
@@ -119,7 +55,7 @@ async def on_initialized(ls: BackstoryServer, _params: types.InitializedParams) 
     folders = list(ls.workspace.folders.values())
     uris = [f.uri for f in folders] or ([ls.workspace.root_uri] if ls.workspace.root_uri else [])
     for uri in uris:
-        ls.add_folder(uri)
+        add_folder(ls, uri)
     ls._background.append(asyncio.ensure_future(watch_heads(ls)))
 
 
@@ -135,7 +71,7 @@ async def on_configuration(ls: BackstoryServer, params: types.DidChangeConfigura
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def on_folders(ls: BackstoryServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
     for folder in params.event.added:
-        ls.add_folder(folder.uri)
+        add_folder(ls, folder.uri)
 
 
 @server.feature(types.SHUTDOWN)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..history.repo import EmptyRepository, HistoryError, head_sha
-from ..index.build import store_for
-from ..search.engine import Engine, ModelConfig
+from ..history.repo import HistoryError
+from ..search.engine import Engine
+from ..search.options import ModelConfig
 from .options import Options
 
 
@@ -37,10 +37,7 @@ class RepoState:
         return self.task is not None and not self.task.done()
 
     def head(self) -> str | None:
-        try:
-            return head_sha(self.engine.repo)
-        except (EmptyRepository, HistoryError):
-            return None
+        return self.engine.head()
 
 
 def model_config(options: Options) -> ModelConfig:
@@ -66,7 +63,7 @@ class Repos:
         except HistoryError:
             self.no_repo.add(str(path))
             return None
-        key = str(store_for(engine.repo, options.indexDir).path.resolve())
+        key = str(engine.index_path.resolve())
         if key in self.by_key:
             engine.close()
             return self.by_key[key]
@@ -97,6 +94,5 @@ class Repos:
 
     def reconfigure(self, options: Options) -> None:
         for state in self.by_key.values():
-            state.engine.models = model_config(options)
-            state.engine.dense.config = state.engine.models
+            state.engine.configure_models(model_config(options))
             state.hover_cache.clear()

@@ -13,18 +13,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tantivy
 
-from ..index import unit_states, vectors
-from ..index.dense_build import unit_passages
+from ..index import vectors
+from ..index.catalog import Catalog
 from ..index.store import Store
 from ..index.text_index import filter_uids
+from ..models.passages import RECIPE, file_passage
 from ..models.states import STATES_RECIPE
-from . import render
-from .passages import RECIPE, file_passage
 
 if TYPE_CHECKING:
     from ..models.rerank import MaxSimReranker
-    from .engine import ModelConfig
     from .fusion import FusedCommit
+    from .options import ModelConfig
 
 DENSE_TOP = 100
 FILTER_SCAN_LIMIT = 200_000
@@ -37,6 +36,7 @@ RERANK_UNITS = 1
 class DenseLane:
     def __init__(self, store: Store, config: ModelConfig) -> None:
         self.store = store
+        self.catalog = Catalog.of(store)
         self.config = config
         self._embedder: Any = None
         self._embedder_error: str | None = None
@@ -97,11 +97,7 @@ class DenseLane:
             return None
 
     def coverage(self) -> float:
-        row = self.store.db.execute(
-            "SELECT COUNT(*), SUM(CASE WHEN embedded=1 THEN 1 ELSE 0 END) FROM files WHERE embedded>=0"
-        ).fetchone()
-        total, done = row[0] or 0, row[1] or 0
-        return round(done / total, 4) if total else 0.0
+        return self.catalog.dense_coverage()
 
     def _vector_index(self, dim: int) -> Any:
         path = self.store.vectors_path
@@ -147,21 +143,15 @@ class DenseLane:
             return None, None, f"dense lane off: vector index unreadable ({e}); run `backstory index --rebuild`"
         qv, states = emb.embed_query_with_states(query)
         self._query_states = (emb.model_id, query, states)  # the rerank of this search reuses the pass
-        db = self.store.db
         if filters is not None and searcher is not None:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
-            fids = sorted({r["fid"] for r in render.hunk_rows(db, uids).values()})
+            fids = sorted({r["fid"] for r in self.catalog.hunk_rows(uids).values()})
             hits = vectors.exact_search(index, fids, qv, DENSE_TOP)
         else:
             hits = vectors.search(index, qv, DENSE_TOP)
         fids = [fid for fid, _sim in hits]
         sim_of = dict(hits)
-        by_fid: dict[int, list[int]] = {}
-        for chunk_start in range(0, len(fids), 500):
-            chunk = fids[chunk_start : chunk_start + 500]
-            marks = ",".join("?" * len(chunk))
-            for uid, fid in db.execute(f"SELECT uid, fid FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", chunk):
-                by_fid.setdefault(fid, []).append(uid)
+        by_fid = self.catalog.hunks_of_units(fids)
         hits_out = [(u, sim_of[fid]) for fid in fids for u in by_fid.get(fid, [])]
         commit_scores = self._centroids(index, qv, fids) if commits == "centroid" and fids else None
         return hits_out, commit_scores, None
@@ -172,23 +162,12 @@ class DenseLane:
         Centroids do not depend on the query, so they are cached until the vector file changes; a cold one
         costs a catalogue lookup and a vector fetch per file of the commit.
         """
-        db = self.store.db
-        shas: dict[str, None] = {}
-        for start in range(0, len(fids), 500):
-            chunk = fids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for (sha,) in db.execute(f"SELECT DISTINCT sha FROM files WHERE fid IN ({marks})", chunk):
-                shas.setdefault(sha, None)
-        ordered = sorted(shas)
+        ordered = sorted(self.catalog.commits_of_units(fids))
         missing = [sha for sha in ordered if sha not in self._centroids_of]
         files_of: dict[str, list[int]] = {}
-        for start in range(0, len(missing), 500):
-            some = missing[start : start + 500]
-            marks = ",".join("?" * len(some))
-            sql = f"SELECT sha, fid FROM files WHERE embedded=1 AND sha IN ({marks}) ORDER BY fid"
-            for sha, fid in db.execute(sql, some):
-                if index.contains(fid):
-                    files_of.setdefault(sha, []).append(fid)
+        for sha, fid in self.catalog.embedded_units_of(missing):
+            if index.contains(fid):
+                files_of.setdefault(sha, []).append(fid)
         keys = [fid for sha in missing for fid in files_of.get(sha, [])]
         if keys:
             mat = np.asarray(index.get(np.asarray(keys, dtype=np.uint64)), dtype=np.float32)
@@ -208,7 +187,7 @@ class DenseLane:
         rr = self.reranker()
         if rr is None:
             return {}, None, self._reranker_error
-        rows = render.hunk_rows(self.store.db, [u for c in top for u in c.hunks])
+        rows = self.catalog.hunk_rows([u for c in top for u in c.hunks])
         if rr.name == "maxsim" and hasattr(rr, "score_states"):
             return self._rerank_units(query, top, rows, rr, no_messages), rr.name, None
         scores = rr.score(query, commit_passages(top, rows, commits, no_messages))
@@ -223,14 +202,13 @@ class DenseLane:
         they score exactly as if they had been stored."""
         units = {c.sha: list(dict.fromkeys(rows[u]["fid"] for u in c.hunks if u in rows))[:RERANK_UNITS] for c in top}
         fids = sorted({f for fs in units.values() for f in fs})
-        db = self.store.db
         emb = rr.embedder
         stamp = self.stamp() or {}
         stored = stamp.get("states") == STATES_RECIPE and stamp.get("model_id") == emb.model_id
-        codec = unit_states.load_codec(db, STATES_RECIPE) if stored else None
-        blobs = unit_states.get(db, fids) if codec is not None else {}
+        codec = self.catalog.state_codec(STATES_RECIPE) if stored else None
+        blobs = self.catalog.unit_states(fids) if codec is not None else {}
         missing = [f for f in fids if f not in blobs]
-        fresh = emb.token_states(unit_passages(self.store, missing, no_messages), content_only=True) if missing else []
+        fresh = emb.token_states(self.catalog.unit_passages(missing, no_messages), content_only=True) if missing else []
         states: dict[int, np.ndarray] = dict(zip(missing, fresh, strict=True))
         cached = self._query_states
         if cached is not None and cached[:2] == (emb.model_id, query) and rr.max_tokens == emb.max_tokens:

@@ -8,87 +8,30 @@ long-lived language server keeps one engine per repository so that those costs a
 from __future__ import annotations
 
 import functools
-import json
 import threading
 import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import tantivy
 
-from ..history.repo import EmptyRepository, head_sha, open_repo, worktree_root
-from ..index import unit_states
+from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
+from ..index import merge_diffs
 from ..index.build import store_for
+from ..index.catalog import Catalog
+from ..index.dense_build import dense_stamp
 from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.store import SCHEMA_VERSION, StoreError
-from ..index.text_index import Filters, filter_query, open_index, search_lane
-from . import render
+from ..index.text_index import filter_query, open_index, search_lane
+from . import results
 from .dense import DenseLane
 from .features import FEATURES
-from .fusion import FUSION_METHODS, MARGIN_REF, RRF_K, SIZE_PRIOR, FusedCommit, fuse
-from .recency import DEFAULT_WEIGHT, apply_recency, recency_factor
-from .second_stage import SecondStage
-
-TEXT_LANES = ("diff", "message", "path", "symbol")
-# Lane weights, chosen on a message-blind evaluation (docs/benchmarks.md): the path and symbol lanes alone rank
-# poorly for natural-language queries and, fused at any weight, pushed good diff-lane hits down, so by default
-# they only inform the diff lane (as boosted fields) and stay available as explicit lanes. With score fusion
-# (the default) keyword lanes count 1.0 at their best hit and the dense lane its cosine x 1.0 (x the keyword
-# margin's factor). 1.0 since the fifth session: 0.43 was tuned when the dense lane scored a commit by its best
-# file; with commit centroids, the recipe-3 model and the margin factor, 0.8-1.3 ranked best on 400 held-apart
-# queries in each of five repositories (fused + rerank mean MRR@10 0.393 -> 0.399).
-DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "symbol": 0.0, "path": 0.0}
-DEFAULT_FUSION = FUSION_METHODS[0]
-DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
-SECOND_STAGES = ("learned", "blend")  # the first is the default
-Cancelled = Callable[[], bool]
-
-
-class SearchCancelled(Exception):
-    """The caller cancelled the search between stages."""
-
-
-@dataclass
-class SearchOptions:
-    k: int = 10
-    filters: Filters = field(default_factory=Filters)
-    rerank: bool = True
-    rerank_top: int = 20  # top 30 measured no better (MRR .273 vs .269 on 100 queries) and 40% slower
-    # the dense lane's top commits that fused ranked below rerank_top join the reranked candidates (0 = none);
-    # leave-one-history-out: 0 1.100x, 5 1.113x, 10 1.116x, 20 1.114x (docs/benchmarks.md); 5-30 are level, 10 is cheap
-    dense_pool: int = 10
-    recency_weight: float = DEFAULT_WEIGHT
-    hunks_per_commit: int = 3
-    lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
-    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score. 0.5 since the size prior and the
-    # dense centroid (1.0 before; 0.4-0.5 ranked best on both tuning repositories, docs/benchmarks.md)
-    rerank_blend: float = 0.5
-    fusion: str = DEFAULT_FUSION  # "score" (normalised BM25 + cosine) or "rrf"
-    rrf_k: int = RRF_K
-    size_prior: float = SIZE_PRIOR  # keyword lanes: commit score / (1 + alpha x ln hunks); 0 = off
-    dense_commits: str = DENSE_COMMIT_SCORES[0]  # dense lane's commit score: "centroid" or "best-file"
-    # score fusion: dense weight x clip(1 + (ref - keyword margin) / ref, 0, 2); 0 = a fixed dense weight
-    margin_ref: float = MARGIN_REF
-    # how reranked candidates are ordered: "learned" (the linear model of search/learned.py over the rerank score,
-    # the fused score and whole-commit features) or "blend" (rerank + rerank_blend x fused, before the 8th session)
-    second_stage: str = SECOND_STAGES[0]
-
-    def wants(self, lane: str) -> bool:
-        if self.lanes is not None:
-            return lane in self.lanes
-        return self.weights.get(lane, 1.0) > 0
-
-
-@dataclass
-class ModelConfig:
-    model_path: str | None = None
-    reranker: str = "maxsim"  # maxsim | cross-encoder | none
-    cross_encoder_dir: str | None = None
-    dense: bool = True
-    second_stage_path: str | None = None  # a learned second-stage model other than the bundled one
+from .fusion import FusedCommit, fuse
+from .options import SECOND_STAGES, TEXT_LANES, Cancelled, ModelConfig, SearchCancelled, SearchOptions
+from .ordering import Ordering
+from .recency import apply_recency, recency_factor
 
 
 def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
@@ -125,14 +68,17 @@ class Engine:
         self.repo = open_repo(path)
         self.root = worktree_root(self.repo)
         self.store = store_for(self.repo, index_dir)
+        self.catalog = Catalog.of(self.store)
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._generation: str | None = None
         self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
         self._merges: tuple[Any, set[str]] | None = None
         self._lock = threading.RLock()
+        self._merge_ops: dict[tuple[str, str, str], str] = {}
+        self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
         self.dense = DenseLane(self.store, self.models)
-        self.second = SecondStage(self.models.second_stage_path)
+        self.ordering = Ordering(self.models.second_stage_path)
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -154,14 +100,57 @@ class Engine:
     def manifest(self) -> dict[str, Any]:
         return self.store.read_manifest()
 
+    def has_index(self) -> bool:
+        return self.store.exists()
+
+    def head(self) -> str | None:
+        """HEAD's commit, or None for a repository without commits (or an unreadable HEAD)."""
+        try:
+            return head_sha(self.repo)
+        except HistoryError:
+            return None
+
+    @property
+    def index_path(self) -> Path:
+        return self.store.path
+
+    def embedder(self) -> Any:
+        """The embedding model queries use (loaded on first call), or None when it is unavailable."""
+        return self.dense.embedder()
+
+    def pending_units(self) -> int:
+        """File units the dense phase has not embedded yet."""
+        return self.catalog.pending_units()
+
+    def vectors_current(self) -> bool:
+        """Whether the stored vectors were made by the model this engine queries with (or there is none to
+        compare): False means the next index run embeds every unit again."""
+        model = self.dense.embedder() if self.models.dense else None
+        stamp = self.manifest().get("dense")
+        return model is None or stamp is None or stamp == dense_stamp(model)
+
+    def merge_blocks(self, merge: str, parent: str, path: str) -> str:
+        """A merge's change blocks for ``path`` against one parent, diffed now (memoised): for merges the
+        catalogue has no stored blocks for (indexed before they were stored, or not indexed yet)."""
+        key = (merge, parent, path)
+        if key not in self._merge_ops:
+            if len(self._merge_ops) > 20_000:
+                self._merge_ops.clear()
+            if self._git is None:
+                self._git = merge_diffs.open_repository(self.repo.controldir())
+            self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
+        return self._merge_ops[key]
+
+    def configure_models(self, models: ModelConfig) -> None:
+        """Use other models from the next search on (the language server's settings changed)."""
+        self.models = models
+        self.dense.config = models
+
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
         key = (head, self.store.get_state("indexed_at"), self._generation)
         if self._topology is None or self._topology[0] != key:
-            parents = {
-                sha: json.loads(p)
-                for sha, p in self.store.db.execute("SELECT sha, parents FROM commits WHERE state='indexed'")
-            }
+            parents = self.catalog.indexed_parents()
             if head not in parents:  # new commits since the last run: known through git, not the catalogue
                 for c in reachable(self.store, self.repo, head).ordered:
                     parents[c.sha] = list(c.parents)
@@ -172,8 +161,7 @@ class Engine:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
         key = (self.store.get_state("indexed_at"), self._generation)
         if self._merges is None or self._merges[0] != key:
-            rows = self.store.db.execute("SELECT sha FROM commits WHERE is_merge=1 AND state='indexed'")
-            self._merges = (key, {r[0] for r in rows})
+            self._merges = (key, self.catalog.indexed_merges())
         return self._merges[1]
 
     def _follow_rebuilds(self) -> None:
@@ -186,7 +174,7 @@ class Engine:
             self.store.close()
             self._index = None
             self.dense.reset()
-            self.second.texts.clear()  # a rebuild may store other excerpts (options changed)
+            self.ordering.texts.clear()  # a rebuild may store other excerpts (options changed)
             self._generation = generation
 
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
@@ -204,18 +192,12 @@ class Engine:
         if not self.store.exists():
             info.update(indexed_commits=0, commits_behind_head=None, last_indexed_commit=None, indexed_at=None)
             return info, set(), "no index yet: run `backstory index`"
-        db = self.store.db
         allowed, behind = indexed_reachable(self.store, self.repo, head)
-        head_row = db.execute("SELECT state FROM commits WHERE sha=?", (head,)).fetchone()
-        if head_row is not None and head_row[0] == "indexed":
+        if self.catalog.commit_state(head) == "indexed":
             last: str | None = head
         else:
-            rows = db.execute("SELECT sha FROM commits WHERE state='indexed' ORDER BY commit_time DESC, sha LIMIT 50")
-            last = next((r[0] for r in rows if allowed is None or r[0] in allowed), None)
-        if allowed is None:
-            count = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
-        else:
-            count = len(allowed & {r[0] for r in db.execute("SELECT sha FROM commits WHERE state='indexed'")})
+            last = next((sha for sha in self.catalog.newest_indexed() if allowed is None or sha in allowed), None)
+        count = self.catalog.indexed_count() if allowed is None else len(allowed & self.catalog.indexed_shas())
         info.update(
             indexed_commits=count,
             commits_behind_head=behind,
@@ -290,9 +272,9 @@ class Engine:
             raise SearchCancelled
         rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
         uids = sorted({u for r in rankings.values() for u in r})
-        rows = render.hunk_rows(self.store.db, uids)
+        rows = self.catalog.hunk_rows(uids)
         sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
-        sizes = self._commit_sizes(sorted(set(sha_of.values()))) if opts.size_prior > 0 else None
+        sizes = self.catalog.hunk_counts(sorted(set(sha_of.values()))) if opts.size_prior > 0 else None
         fused = fuse(
             rankings,
             sha_of,
@@ -309,18 +291,9 @@ class Engine:
         )
         return fused, list(rankings), commit_scores.get("dense", {})
 
-    def _commit_sizes(self, shas: list[str]) -> dict[str, int]:
-        """Indexed hunks per commit (the catalogue's count), for the commit-size prior."""
-        out: dict[str, int] = {}
-        for start in range(0, len(shas), 500):
-            chunk = shas[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            out.update(self.store.db.execute(f"SELECT sha, n_hunks FROM commits WHERE sha IN ({marks})", chunk))
-        return out
-
     def _finish(self, query, fused, lanes_used, dense_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         top = candidates(fused, opts)
-        commits = render.commit_rows(self.store.db, [c.sha for c in top])
+        commits = self.catalog.commit_rows([c.sha for c in top])
         scores = {c.sha: c.fused for c in top}
         rerank_scores: dict[str, float] = {}
         learned_scores: dict[str, float] = {}
@@ -336,7 +309,7 @@ class Engine:
             else:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
-                if self.second.applies(opts, lanes_used, name):
+                if self.ordering.applies(opts, lanes_used, name):
                     learned_scores = self._learned(query, top, rerank_scores, dense_scores, meta)
                     scores = learned_scores or scores
         now = time.time()
@@ -346,7 +319,7 @@ class Engine:
             final.append((apply_recency(scores[c.sha], factor), c.sha, factor))
         final.sort(key=lambda t: (-round(t[0], 9), t[1]))
         by_sha = {c.sha: c for c in top}
-        hunk_rows = render.hunk_rows(self.store.db, [u for c in top for u in c.hunks])
+        hunk_rows = self.catalog.hunk_rows([u for c in top for u in c.hunks])
         out = []
         for score, sha, factor in final[: opts.k]:
             c = by_sha[sha]
@@ -357,7 +330,7 @@ class Engine:
                 "learned": learned_scores.get(sha),
                 "recency": round(factor, 4),
             }
-            out.append(render.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
+            out.append(results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
         return out
 
     def candidate_features(
@@ -373,13 +346,13 @@ class Engine:
         with self._lock:  # the commit-text cache, and the index snapshot the lanes searched
             searcher = self._text_index().searcher()
             messages = not self._no_messages()
-            return self.second.rows(self.store.db, searcher, query, top, rerank, dense_scores, messages, needed)
+            return self.ordering.rows(self.catalog, searcher, query, top, rerank, dense_scores, messages, needed)
 
     def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
         model_id = emb.model_id if emb is not None else None
         rows = functools.partial(self.candidate_features, query, top, rerank, dense_scores)
-        return self.second.scores(top, rows, model_id, meta, messages=not self._no_messages())
+        return self.ordering.scores(top, rows, model_id, meta, messages=not self._no_messages())
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))
@@ -389,20 +362,15 @@ class Engine:
         out: dict[str, Any] = {"repo": str(self.root), "index": info, "hint": hint}
         if self.store.exists():
             m = self.manifest()
-            db = self.store.db
-            skipped: dict[str, int] = {}
-            for (raw,) in db.execute("SELECT skipped FROM commits WHERE skipped<>'{}'"):
-                for k, v in json.loads(raw).items():
-                    skipped[k] = skipped.get(k, 0) + v
             out.update(
                 options=m.get("options", {}),
                 dense=m.get("dense"),
                 created_at=m.get("created_at"),
-                hunks=db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0],
-                files=db.execute("SELECT COUNT(*) FROM files WHERE embedded>=0").fetchone()[0],
-                skipped_files=dict(sorted(skipped.items())),
+                hunks=self.catalog.hunk_count(),
+                files=self.catalog.unit_count(),
+                skipped_files=self.catalog.skipped_totals(),
                 size_bytes=self.store.size_bytes(),
-                states_bytes=unit_states.size_bytes(db),
+                states_bytes=self.catalog.states_bytes(),
             )
         return out
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import sqlite3
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..index.analyzer import analyze, query_terms
+from ..index.catalog import Catalog
 
 #: Order matters: the learned model's weights are stored against these names (models/data/second_stage.json).
 FEATURES = (
@@ -160,20 +160,19 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
     )  # fmt: skip
 
 
-def _commit_row(db: sqlite3.Connection, sha: str) -> tuple[int, frozenset[str]]:
+def _commit_row(catalog: Catalog, sha: str) -> tuple[int, frozenset[str]]:
     """The commit's indexed hunk count and the terms of its subject and body (0 and none when unknown)."""
-    row = db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
-    return (int(row[0]), frozenset(analyze(f"{row[1]}\n{row[2]}"))) if row else (0, frozenset())
+    row = catalog.message_row(sha)
+    return (row[0], frozenset(analyze(f"{row[1]}\n{row[2]}"))) if row else (0, frozenset())
 
 
-def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
+def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
-    n_hunks, message = _commit_row(db, sha)
-    files = tuple(r[0] for r in db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,)))
+    n_hunks, message = _commit_row(catalog, sha)
+    files = tuple(catalog.commit_paths(sha))
     lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
     names: list[str] = []
-    hunks = db.execute("SELECT path, excerpt, symbols FROM hunks WHERE sha=? ORDER BY uid LIMIT ?", (sha, MAX_HUNKS))
-    for path, excerpt, symbols in hunks:
+    for path, excerpt, symbols in catalog.commit_hunk_texts(sha, MAX_HUNKS):
         names += [path, *(s[0] for s in json.loads(symbols))]
         for line in excerpt.split("\n"):
             if not line.startswith("@@"):  # the excerpt's header: line numbers only
@@ -188,10 +187,10 @@ def commit_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
     )
 
 
-def message_tokens(db: sqlite3.Connection, sha: str) -> CommitTokens:
+def message_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     """Only the commit's message and hunk count (no hunks read): for a model whose features are all in
     :data:`WITHOUT_HUNKS`; the features outside it are not meaningful from these."""
-    n_hunks, message = _commit_row(db, sha)
+    n_hunks, message = _commit_row(catalog, sha)
     empty: Counter[str] = Counter()
     return CommitTokens(
         n_hunks=n_hunks, files=(), counts={"add": empty, "rem": empty, "ctx": empty}, names=frozenset(), changed="",
@@ -225,10 +224,10 @@ class TokenCache:
         self.size = size
         self._items: OrderedDict[str, CommitTokens] = OrderedDict()
 
-    def get(self, db: sqlite3.Connection, sha: str) -> CommitTokens:
+    def get(self, catalog: Catalog, sha: str) -> CommitTokens:
         tokens = self._items.get(sha)
         if tokens is None:
-            tokens = self._items[sha] = commit_tokens(db, sha)
+            tokens = self._items[sha] = commit_tokens(catalog, sha)
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
         else:
@@ -243,7 +242,7 @@ class TokenCache:
 
 
 def gather(
-    db: sqlite3.Connection,
+    catalog: Catalog,
     shas: Sequence[str],
     q: QueryInfo,
     cache: TokenCache | None = None,
@@ -253,8 +252,8 @@ def gather(
     """:func:`commit_text` of each commit, its text read through ``cache`` if given; without ``hunks``, from
     its message alone (:func:`message_tokens`, not cached: one short row)."""
     if not hunks:
-        return {sha: commit_text(message_tokens(db, sha), q, messages) for sha in shas}
-    read = (lambda sha: cache.get(db, sha)) if cache is not None else (lambda sha: commit_tokens(db, sha))
+        return {sha: commit_text(message_tokens(catalog, sha), q, messages) for sha in shas}
+    read = (lambda sha: cache.get(catalog, sha)) if cache is not None else (lambda sha: commit_tokens(catalog, sha))
     return {sha: commit_text(read(sha), q, messages) for sha in shas}
 
 

@@ -9,6 +9,7 @@ Backstory uses this to say which definitions a historical change touched ("this 
         -> list[Definition] | None
     enclosing_definitions(defs, line) / innermost_definition(defs, line)
     definitions_touching(defs, lines)
+    definitions(source, language)  # extract_definitions, memoised by content
 
 Kinds: see `KINDS` (function, method, class, interface, struct, enum, trait, impl, module, type,
 constant). A ``function`` directly inside a class-like definition (class, struct, interface,
@@ -42,6 +43,7 @@ Queries: each grammar wheel's ``queries/tags.scm`` (``@definition.*`` patterns o
 ``queries/<language>.scm``; C and C++ use only ours. See `languages.SPECS`.
 """
 
+from .cache import definitions
 from .extract import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINE_LENGTH, extract_definitions
 from .languages import language_for_path, supported_languages
 from .model import (
@@ -57,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_LINE_LENGTH",
     "KINDS",
     "Definition",
+    "definitions",
     "definitions_touching",
     "enclosing_definitions",
     "extract_definitions",

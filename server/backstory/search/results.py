@@ -1,32 +1,11 @@
-"""Catalogue rows -> the JSON shapes of docs/protocol.md (shared by the CLI and the language server)."""
+"""Catalogue rows -> the JSON shapes of docs/protocol.md (commits, hunks, results), shared by every view."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-
-def _rows_by_key(db: sqlite3.Connection, table: str, key: str, values: Iterable[Any]) -> dict[Any, Any]:
-    """Catalogue rows (``sqlite3.Row``, read like mappings) by primary key, fetched in chunks of 500."""
-    out: dict[Any, Any] = {}
-    ordered = sorted(set(values))
-    for i in range(0, len(ordered), 500):
-        chunk = ordered[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(f"SELECT * FROM {table} WHERE {key} IN ({marks})", chunk):
-            out[row[key]] = row
-    return out
-
-
-def hunk_rows(db: sqlite3.Connection, uids: Iterable[int]) -> dict[int, Any]:
-    return _rows_by_key(db, "hunks", "uid", uids)
-
-
-def commit_rows(db: sqlite3.Connection, shas: Iterable[str]) -> dict[str, Any]:
-    return _rows_by_key(db, "commits", "sha", shas)
 
 
 def iso(ts: int, tz_offset: int) -> str:
@@ -79,15 +58,3 @@ def result(
         "why": why,
         "hunks": [hunk_json(h, hunk_lanes.get(h["uid"])) for h in hunks],
     }
-
-
-def relative_age(ts: int, now: float) -> str:
-    days = (now - ts) / 86400
-    if days < 1:
-        hours = int(days * 24)
-        return "just now" if hours < 1 else f"{hours}h ago"
-    if days < 60:
-        return f"{int(days)}d ago"
-    if days < 730:
-        return f"{int(days / 30)}mo ago"
-    return f"{int(days / 365)}y ago"

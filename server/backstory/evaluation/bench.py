@@ -1,4 +1,4 @@
-"""Benchmarks: ``python -m backstory.bench REPO [--runs N] [--dense N]``.
+"""Benchmarks: ``python -m backstory.evaluation.bench REPO [--runs N] [--dense N]``.
 
 Measures, side by side in one run on the same machine: ``git log -p --no-merges`` (the reference), the
 history reader alone and the BM25 index phase, each without and with symbols (alternating run by run; wall and
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .history.repo import head_sha, open_repo, walk
-from .index.build import BuildOptions, index_repository
+from ..history.repo import head_sha, open_repo, walk
+from ..index.build import BuildOptions, index_repository
 
 
 def emit(report: dict[str, Any], out: str | None) -> None:
@@ -81,8 +81,8 @@ def git_log_seconds(repo: Path, runs: int) -> float | None:
 
 def reader_seconds(repo_path: Path, runs: int) -> tuple[dict[str, tuple[float, float]], int]:
     """The history reader alone (its processes, no index), without and with symbols: (wall, CPU) by name."""
-    from .history.policy import PathPolicy
-    from .index.parallel import read_all
+    from ..history.policy import PathPolicy
+    from ..index.parallel import read_all
 
     repo = open_repo(repo_path)
     todo = list(walk(repo, head_sha(repo)))
@@ -130,9 +130,9 @@ def latency(fn: Any, items: list[Any], warm: int = 3) -> dict[str, float]:
     return {"p50_ms": round(_pct(times, 50), 2), "p95_ms": round(_pct(times, 95), 2), "n": len(times)}
 
 
-def history_positions(engine: Any, n: int, seed: int = 11) -> list[str]:
-    from . import symbols
-    from .symbols_history import head_blob
+def history_positions(engine: Any, n: int, seed: int = 11) -> list[Any]:
+    from .. import symbols
+    from ..features.locate import Position, head_blob
 
     repo = engine.repo
     tree = repo[repo[head_sha(repo).encode()].tree]
@@ -143,18 +143,18 @@ def history_positions(engine: Any, n: int, seed: int = 11) -> list[str]:
     files.sort()
     rnd = random.Random(seed)
     rnd.shuffle(files)
-    positions: list[str] = []
+    positions: list[Position] = []
     for f in files:
         defs = symbols.extract_definitions(head_blob(engine, f), symbols.language_for_path(f) or "") or []
         for d in defs[:3]:
-            positions.append(f"{f}:{d.start_line}")
+            positions.append(Position(f, d.start_line))
         if len(positions) >= n:
             break
     return positions[:n]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m backstory.bench")
+    ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.bench")
     ap.add_argument("repo")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--queries", type=int, default=50)
@@ -191,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     res["reader_symbols_overhead"] = round(res["reader_symbols_s"] / res["reader_s"] - 1, 3)
     res["load_average"] = [load_before, round(os.getloadavg()[0], 2)]  # 1-minute load before and after
 
-    from .search.engine import TEXT_LANES, Engine, ModelConfig, SearchOptions
-    from .symbols_history import symbol_history
+    from ..features.exact_history import symbol_history
+    from ..search.engine import Engine
+    from ..search.options import TEXT_LANES, ModelConfig, SearchOptions
 
     engine = Engine(repo_path, keep, ModelConfig(dense=False, reranker="none"))
     queries = sample_queries(repo_path, args.queries)
@@ -202,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         res["history"] = latency(lambda p: symbol_history(engine, p), history_positions(engine, args.queries))
     res["index_size_mb"] = round(engine.store.size_bytes() / 1e6, 1)
     if args.dense:
-        from .index.dense_build import embed_pending
-        from .models import Embedder, resolve_model
+        from ..index.dense_build import embed_pending
+        from ..models import Embedder, resolve_model
 
         embedder = Embedder(resolve_model(None))
         embedder.embed(["warm up"])

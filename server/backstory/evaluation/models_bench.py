@@ -1,4 +1,4 @@
-"""Embedding throughput benchmark: ``python -m backstory.models.bench``.
+"""Embedding throughput benchmark: ``python -m backstory.evaluation.models_bench``.
 
 Measures texts/s on synthetic diff-like texts (~200 tokens, varied lengths, as hunks are) for the shipped
 and the optimized model, with and without length sorting, plus peak RSS. Each configuration runs in its own
@@ -24,8 +24,8 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from .embedder import DEFAULT_WINDOW, Embedder
-from .files import default_cache_dir, resolve_model
+from ..models.embedder import DEFAULT_WINDOW, Embedder
+from ..models.files import default_cache_dir, resolve_model
 
 _WORDS = (
     "request session client retry backoff timeout config parser token index commit history author message "
@@ -120,7 +120,9 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backstory.models.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m backstory.evaluation.models_bench", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--texts", type=int, default=256, help="number of synthetic texts (default 256)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per configuration; median reported")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         for variant in ("shipped", "optimized"):
             for sort in ("sorted", "unsorted"):
                 command = [
-                    sys.executable, "-m", "backstory.models.bench", "--child", variant, sort,
+                    sys.executable, "-m", "backstory.evaluation.models_bench", "--child", variant, sort,
                     "--texts-file", str(texts_file), "--runs", str(args.runs),
                     "--batch-size", str(args.batch_size), "--batch-tokens", str(args.batch_tokens),
                     "--window", str(args.window),

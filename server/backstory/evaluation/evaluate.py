@@ -1,11 +1,11 @@
-"""Ranking-quality evaluation: ``python -m backstory.evaluate REPO [--queries N] [--index-dir D]``.
+"""Ranking-quality evaluation: ``python -m backstory.evaluation.evaluate REPO [--queries N] [--index-dir D]``.
 
 Queries are commit subject lines; the relevant result is that commit. The index is built with ``--no-messages``,
 so the subject is never searchable text and the lanes must find the commit from its diff alone. Reports
 Recall@1/5/10 and MRR@10 per configuration (BM25 lanes, dense only, fused, fused + rerank, ...).
 
 ``--pr-titles`` measures the other kind of index, the default one, with messages: pull-request titles as
-queries, any of the pull request's commits right (:mod:`backstory.pr_titles`), and the paraphrased titles
+queries, any of the pull request's commits right (:mod:`backstory.evaluation.pr_titles`), and the paraphrased titles
 (those equal to none of the commits' subjects) reported apart as well.
 """
 
@@ -19,12 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..history.repo import head_sha, open_repo, walk
+from ..index.build import BuildOptions, index_repository
+from ..search.engine import Engine
+from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions
 from . import pr_titles
 from .bench import emit
-from .history.repo import head_sha, open_repo, walk
-from .index.build import BuildOptions, index_repository
 from .rerank_variants import VARIANTS, VariantReranker
-from .search.engine import DEFAULT_WEIGHTS, TEXT_LANES, Engine, ModelConfig, SearchOptions
 
 DEFAULTS = SearchOptions()
 NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
@@ -141,7 +142,7 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
 
     import numpy as np
 
-    from .search.passages import file_passage
+    from ..models.passages import file_passage
 
     emb = engine.dense.embedder()
     db = engine.store.db
@@ -222,8 +223,8 @@ def history_vs_git(engine: Engine, repo_path: Path, n: int, seed: int) -> dict[s
     over ``n`` definitions sampled from HEAD (git is only used here, never at run time)."""
     import subprocess
 
+    from ..features.exact_history import symbol_history
     from .bench import history_positions
-    from .symbols_history import symbol_history
 
     tp = ours_n = oracle_n = exact_match = 0
     checked = 0
@@ -258,7 +259,7 @@ def history_vs_git(engine: Engine, repo_path: Path, n: int, seed: int) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m backstory.evaluate")
+    ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.evaluate")
     ap.add_argument("repo")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pr_titles and args.unit_experiment:
         ap.error("--unit-experiment measures commit-subject queries; leave out --pr-titles")
     if args.cross_encoder:  # checked first: a broken one would otherwise quietly measure "no rerank"
-        from .models import ModelUnavailable, load_reranker
+        from ..models import ModelUnavailable, load_reranker
 
         try:
             load_reranker("cross-encoder", None, Path(args.cross_encoder))
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     emb = engine.dense.embedder() if needs_dense else None
     if emb is not None:
-        from .index.dense_build import embed_pending
+        from ..index.dense_build import embed_pending
 
         with engine.store.write_lock():
             embed_pending(engine.store, emb)

@@ -1,4 +1,4 @@
-"""Micro-benchmark: ``python -m backstory.symbols.bench [--lines N] [--seconds S]``.
+"""Micro-benchmark: ``python -m backstory.evaluation.symbols_bench [--lines N] [--seconds S]``.
 
 Generates a synthetic ~N-line source per language (classes with methods, free functions) and
 reports extraction throughput, so a regression in query cost (e.g. a reference pattern that
@@ -12,7 +12,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from .extract import extract_definitions
+from ..symbols.extract import extract_definitions
 
 _Gen = Callable[[int], str]
 

@@ -19,7 +19,7 @@ from dulwich.errors import MissingCommitError
 from dulwich.objects import ObjectID
 from dulwich.repo import Repo
 
-from .history.repo import head_sha, open_repo
+from ..history.repo import head_sha, open_repo
 
 PREFIX = b"Merge pull request "
 MAX_COMMITS = 20  # a bigger pull request is a branch merge more than one change; its title says little

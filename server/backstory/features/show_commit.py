@@ -6,19 +6,23 @@ Also returns where each hunk header sits in that text, so editors can scroll str
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dulwich.errors import NotCommitError
 from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.objectspec import parse_commit
 from dulwich.repo import Repo
 
-from .history.model import CommitDiff, CommitInfo
-from .history.policy import PathPolicy
-from .history.reader import read_commit
-from .history.repo import HistoryError, commit_info, head_sha, shallow_roots
-from .search.render import iso
+from ..history.model import CommitDiff, CommitInfo
+from ..history.policy import PathPolicy
+from ..history.reader import read_commit
+from ..history.repo import HistoryError, commit_info, head_sha, shallow_roots
+from ..index.catalog import Catalog
+from ..search.results import iso
+
+if TYPE_CHECKING:
+    from ..search.engine import Engine
 
 
 @dataclass
@@ -32,7 +36,7 @@ class ShownCommit:
 _REV = re.compile(r"^(?P<base>.*?)(?P<steps>(?:[~^]\d*)*)$")
 
 
-def resolve_sha(repo: Repo, ref: str, catalogue: sqlite3.Connection | None = None) -> str:
+def resolve_sha(repo: Repo, ref: str, catalogue: Catalog | None = None) -> str:
     """A full commit sha from what a user would type to git: a full or abbreviated sha (at least 4 hex digits),
     a branch, tag or ``HEAD``, each optionally followed by ``~N`` / ``^N`` steps (``HEAD~2``, ``v1.0^2``).
     ``catalogue``: the index's, if there is one (abbreviated shas are looked up there first)."""
@@ -78,7 +82,7 @@ def _changes_path(repo: Repo, commit: Commit, path: str, parent: str | None) -> 
     return entry(commit.tree) != before
 
 
-def _resolve_base(repo: Repo, base: str, catalogue: sqlite3.Connection | None) -> str:
+def _resolve_base(repo: Repo, base: str, catalogue: Catalog | None) -> str:
     """A name (HEAD, branch, tag) or a hex sha prefix; a ref wins over a sha prefix that looks the same, as in
     git, and tag objects are peeled to their commit. A prefix is looked up in the index's ``catalogue`` first
     (:func:`_catalogued`), then in the object store (:func:`_stored`)."""
@@ -102,7 +106,7 @@ def _resolve_base(repo: Repo, base: str, catalogue: sqlite3.Connection | None) -
     raise HistoryError(f"no commit starting with {ref} in this repository")
 
 
-def _catalogued(repo: Repo, catalogue: sqlite3.Connection | None, prefix: str) -> list[str]:
+def _catalogued(repo: Repo, catalogue: Catalog | None, prefix: str) -> list[str]:
     """Indexed commits whose sha starts with ``prefix`` (a range scan of the catalogue's primary key: no object
     is read), kept only if the repository still has them (a commit pruned since the last index run is not).
 
@@ -111,13 +115,8 @@ def _catalogued(repo: Repo, catalogue: sqlite3.Connection | None, prefix: str) -
     shares the prefix, where git would call it ambiguous; a longer prefix picks the other one."""
     if catalogue is None:
         return []
-    try:
-        rows = catalogue.execute(
-            "SELECT sha FROM commits WHERE sha >= ? AND sha < ? ORDER BY sha LIMIT 1000", (prefix, prefix + "g")
-        ).fetchall()
-    except sqlite3.Error:  # a damaged or foreign catalogue: the object store answers
-        return []
-    return [str(r[0]) for r in rows if str(r[0]).encode() in repo.object_store]  # type: ignore[operator]
+    shas = catalogue.shas_with_prefix(prefix)  # [] from a damaged or foreign catalogue: the object store answers
+    return [sha for sha in shas if sha.encode() in repo.object_store]  # type: ignore[operator]
 
 
 def _stored(repo: Repo, prefix: str) -> list[str]:
@@ -153,9 +152,7 @@ def _peel(repo: Repo, sha: str, strict: bool = True) -> str:
     return ""
 
 
-def show_commit(
-    repo: Repo, ref: str, path: str | None = None, catalogue: sqlite3.Connection | None = None
-) -> ShownCommit:
+def show_commit(repo: Repo, ref: str, path: str | None = None, catalogue: Catalog | None = None) -> ShownCommit:
     """``ref``'s header, message and diff (``path``: only that file); ``catalogue`` as in :func:`resolve_sha`."""
     sha = resolve_sha(repo, ref, catalogue)
     commit = _commit(repo, sha)
@@ -222,3 +219,9 @@ def _render(cd: CommitDiff, lines: list[str], hunks: list[dict[str, object]], pa
     if cd.skipped:
         lines.append("")
         lines.append("(not shown: " + ", ".join(f"{v} {k}" for k, v in sorted(cd.skipped.items())) + ")")
+
+
+def show(engine: Engine, ref: str, path: str | None = None) -> ShownCommit:
+    """:func:`show_commit` in ``engine``'s repository, resolving abbreviated shas through its catalogue first
+    when there is an index (``show`` works without one)."""
+    return show_commit(engine.repo, ref, path, engine.catalog if engine.has_index() else None)

@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 
 def _age(date: str) -> str:
-    from .search.render import relative_age
+    from ..search.render import relative_age
 
     return relative_age(int(dt.datetime.fromisoformat(date).timestamp()), time.time())
 

@@ -1,6 +1,6 @@
 """Which ordering a search's reranked candidates get, and the learned one's inputs and scores.
 
-The engine owns one :class:`SecondStage`: the learned model (:mod:`.learned`, loaded once) and the commits'
+The engine owns one :class:`Ordering`: the learned model (:mod:`.learned`, loaded once) and the commits'
 analysed text (:class:`.features.TokenCache`), so a long-lived server pays for a commit's text once.
 """
 
@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 from . import features, learned
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable, Collection
 
     import tantivy
 
-    from .engine import SearchOptions
+    from ..index.catalog import Catalog
     from .fusion import FusedCommit
+    from .options import SearchOptions
 
 
-class SecondStage:
+class Ordering:
     def __init__(self, model_path: str | None = None) -> None:
         self.model_path = model_path  # a user's own model, for every index; None = the bundled ones
         self._models: dict[bool, learned.LinearRanker | str] = {}  # by "index has messages": model, or why not
@@ -56,7 +56,7 @@ class SecondStage:
 
     def rows(
         self,
-        db: sqlite3.Connection,
+        catalog: Catalog,
         searcher: tantivy.Searcher,
         query: str,
         top: list[FusedCommit],
@@ -70,7 +70,7 @@ class SecondStage:
         none needs hunk text, the hunks are not read and the other features are not meaningful."""
         q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
         hunks = not set(needed) <= features.WITHOUT_HUNKS
-        texts = features.gather(db, [c.sha for c in top], q, self.texts, messages, hunks)
+        texts = features.gather(catalog, [c.sha for c in top], q, self.texts, messages, hunks)
         rows = []
         for c in top:
             scores = (c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0))

@@ -1,4 +1,4 @@
-"""Language-server benchmark: ``python -m backstory.lsp_bench REPO [--queries N]``.
+"""Language-server benchmark: ``python -m backstory.evaluation.lsp_bench REPO [--queries N]``.
 
 Starts ``backstory serve`` over stdio with a real pygls client, then measures: time from ``initialize`` to
 the first answered search and to "ready" (history and dense phases done), hover p50/p95 (cold with prewarming
@@ -23,7 +23,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from . import symbols
+from .. import symbols
 from .bench import emit, sample_queries
 
 
@@ -177,7 +177,7 @@ async def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m backstory.lsp_bench")
+    ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.lsp_bench")
     ap.add_argument("repo")
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--index-dir")

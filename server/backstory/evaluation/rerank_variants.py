@@ -5,7 +5,7 @@ The shipped rerank scores a candidate commit by MaxSim against the stored token 
 was written, 192 since), int4.
 The rerank computed from the model (the commit's best hunks as text, every token, float32) ranked better.
 Each variant here recomputes states with the model and changes exactly one of: the passage text, the token
-selection, the projection, the quantization; so ``python -m backstory.evaluate`` can tell which one costs.
+selection, the projection, the quantization; so ``python -m backstory.evaluation.evaluate`` can tell which one costs.
 Nothing here runs outside the evaluation (forward passes per candidate: ~20x slower than the stored path).
 """
 
@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .index.dense_build import unit_passages
-from .models.states import StateCodec, maxsim
-from .search import render
-from .search.passages import file_passage
+from ..index.dense_build import unit_passages
+from ..models.passages import file_passage
+from ..models.states import StateCodec, maxsim
 
 if TYPE_CHECKING:
-    from .search.engine import Engine
-    from .search.fusion import FusedCommit
+    from ..search.engine import Engine
+    from ..search.fusion import FusedCommit
 
 
 @dataclass(frozen=True)
@@ -106,8 +105,7 @@ class VariantReranker:
     def __call__(
         self, query: str, top: list[FusedCommit], commits: dict[str, Any], no_messages: bool
     ) -> tuple[dict[str, float], str | None, str | None]:
-        db = self.engine.store.db
-        rows = render.hunk_rows(db, [u for c in top for u in c.hunks])
+        rows = self.engine.catalog.hunk_rows([u for c in top for u in c.hunks])
         emb = self.engine.dense.embedder()
         query_states = emb.token_states([query], max_tokens=128)[0]
         out: dict[str, float] = {}

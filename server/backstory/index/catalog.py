@@ -1,0 +1,228 @@
+"""Named reads of the catalogue (``catalog.sqlite``): the only questions the rooms above ``index/`` may ask it.
+
+Why a class of named queries rather than a shared connection: the schema is this room's to change (the large-
+history work re-packs shas and merge paths), so no SQL may live outside ``index/``. Search, features and views
+ask for rows by what they mean ("the hunks of these files", "the merges the catalogue knows"), and a remote
+or differently stored catalogue could answer the same methods.
+
+Rows are ``sqlite3.Row`` objects, read like mappings (``row["sha"]``); lists of ids are fetched in chunks of
+500 to stay under SQLite's parameter limit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from ..models.passages import file_passage
+from ..models.states import StateCodec
+from . import unit_states
+from .store import Store, StoreError
+
+CHUNK = 500
+# every file diff of a path with its hunks' shapes, in hunk order (files_path then hunks_fid indexes)
+_FILE_HUNKS = (
+    "SELECT f.sha, f.change, f.old_path, h.uid, h.old_start, h.old_lines, h.new_start, h.new_lines, h.ops "
+    "FROM files f LEFT JOIN hunks h ON h.fid = f.fid WHERE f.path=? ORDER BY f.fid, h.idx"
+)
+
+
+def _chunks(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
+    for i in range(0, len(values), CHUNK):
+        chunk = values[i : i + CHUNK]
+        yield chunk, ",".join("?" * len(chunk))
+
+
+class Catalog:
+    """Read access to one index's catalogue; ``connect`` returns the store's (lazily opened) connection."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+
+    @classmethod
+    def of(cls, store: Store) -> Catalog:
+        """The catalogue of ``store`` (its connection opens on the first question, and reopens after a
+        rebuild closed it)."""
+        return cls(lambda: store.db)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._connect()
+
+    def _rows_by_key(self, table: str, key: str, values: Iterable[Any]) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for chunk, marks in _chunks(sorted(set(values))):
+            for row in self._db.execute(f"SELECT * FROM {table} WHERE {key} IN ({marks})", chunk):
+                out[row[key]] = row
+        return out
+
+    # -- rows by id -------------------------------------------------------------------------------------------
+
+    def hunk_rows(self, uids: Iterable[int]) -> dict[int, Any]:
+        return self._rows_by_key("hunks", "uid", uids)
+
+    def commit_rows(self, shas: Iterable[str]) -> dict[str, Any]:
+        return self._rows_by_key("commits", "sha", shas)
+
+    # -- commits ----------------------------------------------------------------------------------------------
+
+    def commit_state(self, sha: str) -> str | None:
+        """``indexed``, ``pending`` or None (not in the catalogue)."""
+        row = self._db.execute("SELECT state FROM commits WHERE sha=?", (sha,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def indexed_parents(self) -> dict[str, list[str]]:
+        """Every indexed commit's parent list (the graph exact history walks)."""
+        return {
+            sha: json.loads(p) for sha, p in self._db.execute("SELECT sha, parents FROM commits WHERE state='indexed'")
+        }
+
+    def indexed_shas(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT sha FROM commits WHERE state='indexed'")}
+
+    def indexed_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0])
+
+    def indexed_merges(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT sha FROM commits WHERE is_merge=1 AND state='indexed'")}
+
+    def newest_indexed(self, limit: int = 50) -> list[str]:
+        """The most recently committed indexed commits, newest first (ties by sha)."""
+        sql = "SELECT sha FROM commits WHERE state='indexed' ORDER BY commit_time DESC, sha LIMIT ?"
+        return [r[0] for r in self._db.execute(sql, (limit,))]
+
+    def hunk_counts(self, shas: Sequence[str]) -> dict[str, int]:
+        """Indexed hunks per commit (for the commit-size prior)."""
+        out: dict[str, int] = {}
+        for chunk, marks in _chunks(list(shas)):
+            out.update(self._db.execute(f"SELECT sha, n_hunks FROM commits WHERE sha IN ({marks})", chunk))
+        return out
+
+    def message_row(self, sha: str) -> tuple[int, str, str] | None:
+        """(indexed hunk count, subject, body) of a commit, or None."""
+        row = self._db.execute("SELECT n_hunks, subject, body FROM commits WHERE sha=?", (sha,)).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
+
+    def shas_with_prefix(self, prefix: str, limit: int = 1000) -> list[str]:
+        """Catalogued commits whose sha starts with ``prefix`` (a range scan of the primary key); [] when the
+        catalogue cannot be read (a damaged or foreign one: the object store answers instead)."""
+        try:
+            sql = "SELECT sha FROM commits WHERE sha >= ? AND sha < ? ORDER BY sha LIMIT ?"
+            return [str(r[0]) for r in self._db.execute(sql, (prefix, prefix + "g", limit))]
+        except (sqlite3.Error, StoreError):
+            return []
+
+    def skipped_totals(self) -> dict[str, int]:
+        """Files left out on purpose, summed over commits by reason."""
+        totals: dict[str, int] = {}
+        for (raw,) in self._db.execute("SELECT skipped FROM commits WHERE skipped<>'{}'"):
+            for k, v in json.loads(raw).items():
+                totals[k] = totals.get(k, 0) + v
+        return dict(sorted(totals.items()))
+
+    # -- files and hunks ----------------------------------------------------------------------------------------
+
+    def hunk_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0])
+
+    def unit_count(self) -> int:
+        """File units the dense phase embeds (skipped ones, ``embedded < 0``, left out)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM files WHERE embedded>=0").fetchone()[0])
+
+    def pending_units(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM files WHERE embedded=0").fetchone()[0])
+
+    def dense_coverage(self) -> float:
+        """Share of file units embedded, to four places."""
+        row = self._db.execute(
+            "SELECT COUNT(*), SUM(CASE WHEN embedded=1 THEN 1 ELSE 0 END) FROM files WHERE embedded>=0"
+        ).fetchone()
+        total, done = row[0] or 0, row[1] or 0
+        return round(done / total, 4) if total else 0.0
+
+    def hunks_of_units(self, fids: Sequence[int]) -> dict[int, list[int]]:
+        """Each file unit's hunk uids, in hunk order."""
+        out: dict[int, list[int]] = {}
+        for chunk, marks in _chunks(list(fids)):
+            sql = f"SELECT uid, fid FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx"
+            for uid, fid in self._db.execute(sql, chunk):
+                out.setdefault(fid, []).append(uid)
+        return out
+
+    def commits_of_units(self, fids: Sequence[int]) -> list[str]:
+        """The distinct commits owning ``fids``, in the order the catalogue returns them."""
+        shas: dict[str, None] = {}
+        for chunk, marks in _chunks(list(fids)):
+            for (sha,) in self._db.execute(f"SELECT DISTINCT sha FROM files WHERE fid IN ({marks})", chunk):
+                shas.setdefault(sha, None)
+        return list(shas)
+
+    def embedded_units_of(self, shas: Sequence[str]) -> list[tuple[str, int]]:
+        """(sha, fid) of every embedded file unit of ``shas``, by fid."""
+        out: list[tuple[str, int]] = []
+        for chunk, marks in _chunks(list(shas)):
+            sql = f"SELECT sha, fid FROM files WHERE embedded=1 AND sha IN ({marks}) ORDER BY fid"
+            out.extend((sha, fid) for sha, fid in self._db.execute(sql, chunk))
+        return out
+
+    def commit_paths(self, sha: str) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,))]
+
+    def commit_hunk_texts(self, sha: str, limit: int) -> list[tuple[str, str, str]]:
+        """(path, excerpt, symbols JSON) of a commit's first ``limit`` hunks."""
+        sql = "SELECT path, excerpt, symbols FROM hunks WHERE sha=? ORDER BY uid LIMIT ?"
+        return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
+
+    def path_changes(self, path: str) -> dict[str, tuple[str, str, list[Any]]]:
+        """Non-merge commits that changed ``path``: sha -> (change kind, old path, hunk shapes), one query.
+
+        A hunk shape is (uid, old_start, old_lines, new_start, new_lines, ops)."""
+        rows: dict[str, tuple[str, str, list[Any]]] = {}
+        for r in self._db.execute(_FILE_HUNKS, (path,)):
+            entry = rows.get(r[0])
+            if entry is None:
+                entry = rows[r[0]] = (r[1], r[2], [])
+            if r[3] is not None:
+                entry[2].append(r[3:])
+        return rows
+
+    def merge_changes(self, path: str) -> dict[tuple[str, str], str | None]:
+        """(merge, parent) -> the stored change blocks of ``path`` between them (see merge_diffs.py)."""
+        rows = self._db.execute("SELECT sha, parent, ops FROM merge_paths WHERE path=?", (path,)).fetchall()
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def unit_passages(self, fids: list[int], no_messages: bool) -> list[str]:
+        """The dense recipe's text of each file unit, in ``fids`` order: what its vector and stored token states
+        encode (the embedding phase writes them; the rerank recomputes states of units it has not reached)."""
+        db = self._db
+        marks = ",".join("?" * len(fids))
+        files = {r["fid"]: r for r in db.execute(f"SELECT * FROM files WHERE fid IN ({marks})", fids)}
+        excerpts: dict[int, list[str]] = {}
+        syms: dict[int, list[str]] = {}
+        for r in db.execute(f"SELECT fid, excerpt, symbols FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", fids):
+            excerpts.setdefault(r["fid"], []).append(r["excerpt"])
+            syms.setdefault(r["fid"], []).extend(s[0] for s in json.loads(r["symbols"]))
+        subjects: dict[str, str] = {}
+        if not no_messages:
+            shas = sorted({f["sha"] for f in files.values()})
+            m2 = ",".join("?" * len(shas))
+            subjects = {r[0]: r[1] for r in db.execute(f"SELECT sha, subject FROM commits WHERE sha IN ({m2})", shas)}
+        out = []
+        for fid in fids:
+            f = files[fid]
+            path = f["path"] if f["old_path"] == f["path"] else f"{f['old_path']} -> {f['path']}"
+            out.append(file_passage(path, syms.get(fid, []), subjects.get(f["sha"]), excerpts.get(fid, [])))
+        return out
+
+    # -- token states ---------------------------------------------------------------------------------------
+
+    def state_codec(self, recipe: str) -> StateCodec | None:
+        return unit_states.load_codec(self._db, recipe)
+
+    def unit_states(self, fids: Sequence[int]) -> dict[int, bytes]:
+        return unit_states.get(self._db, fids)
+
+    def states_bytes(self) -> int:
+        return unit_states.size_bytes(self._db)

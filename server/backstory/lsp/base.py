@@ -1,0 +1,85 @@
+"""The server object every LSP feature module is registered on: options, repositories, status reporting.
+
+Its own module, below the feature modules and ``server.py`` (which wires them), so that handlers can name
+``BackstoryServer`` in their annotations (pygls reads them at run time) without an import cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from .. import __version__
+from .constants import CONFIG_SECTION, STATUS_NOTIFICATION
+from .options import Options, parse_options
+from .state import Repos, RepoState
+
+IndexListener = Callable[["BackstoryServer", RepoState], None]
+
+
+class BackstoryServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("backstory", __version__)
+        self.options = Options()
+        self.repos = Repos()
+        self._reported: set[str] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self.closing = False  # after shutdown/exit nothing may be written: the client stopped reading
+        # called on the event loop after a repository's indexing run ends ready (hover prewarms its documents)
+        self.index_listeners: list[IndexListener] = []
+
+    # -- reporting --------------------------------------------------------------------------------------------
+
+    def report_once(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """Show a message once per server lifetime (no storms when every request hits the same problem)."""
+        if message in self._reported:
+            return
+        self._reported.add(message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def status_payload(self, state: RepoState) -> dict[str, Any]:
+        payload: dict[str, Any] = {"repo": str(state.root), **state.status}
+        with contextlib.suppress(Exception):
+            if state.engine.has_index():
+                info, _allowed, _hint = state.engine.freshness()
+                payload.update(
+                    indexed_commits=info.get("indexed_commits"),
+                    commits_behind_head=info.get("commits_behind_head"),
+                    dense_coverage=info.get("dense_coverage"),
+                    head=info.get("head"),
+                )
+        if "message" not in payload or payload["message"] is None:
+            payload["message"] = f"Backstory: {payload.get('state')}"
+        return payload
+
+    def send_status(self, state: RepoState) -> None:
+        if self.closing:
+            return
+        self.protocol.notify(STATUS_NOTIFICATION, self.status_payload(state))
+
+    # -- options ----------------------------------------------------------------------------------------------
+
+    def apply_options(self, raw: Any) -> None:
+        options, problems = parse_options(raw)
+        for p in problems:
+            self.report_once(p)
+        self.options = options
+        self.repos.reconfigure(options)
+
+    async def pull_configuration(self) -> None:
+        caps = self.client_capabilities.workspace
+        if caps is None or not caps.configuration:
+            return
+        try:
+            result = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=CONFIG_SECTION)])
+            )
+        except Exception:
+            return
+        if result and isinstance(result[0], dict):
+            self.apply_options(result[0])
