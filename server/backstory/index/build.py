@@ -153,10 +153,16 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
     writer = index.writer(heap_size=96_000_000, num_threads=1)
     try:
         stale = [sha for sha in known if sha not in graph.reachable]
+        todo = [c for c in graph.ordered if known.get(c.sha) != "indexed"]
+        if stale or todo:
+            # the catalogue is about to change: until this run completes, no head may be taken as "everything
+            # indexed is reachable from me" (a run interrupted on another branch would make the old one lie)
+            with store.transaction() as db:
+                store.set_state(db, "indexed_head", "")
+                store.set_state(db, "indexed_at", now_iso())
         if stale:
             _purge(store, writer, stale)
             report.purged_commits = len(stale)
-        todo = [c for c in graph.ordered if known.get(c.sha) != "indexed"]
         total = len(todo)
         done = 0
         if progress:
