@@ -17,10 +17,10 @@ import numpy as np
 
 from ..models.passages import RECIPE
 from ..models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec
-from . import unit_states, vectors
+from . import integrity, unit_states, vectors
 from .catalog import Catalog
 from .progress import Progress
-from .store import Store, StoreError
+from .store import Store
 
 #: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
 #: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
@@ -71,9 +71,49 @@ def restamp(store: Store, embedder: Any) -> None:
             tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
             tx.execute("DELETE FROM unit_states")
             tx.execute("DELETE FROM state_codec")
+            integrity.forget_vectors(tx)
         store.vectors_path.unlink(missing_ok=True)
     manifest["dense"] = want
     store.write_manifest(manifest)
+
+
+def open_vectors(store: Store, dim: int) -> tuple[Any, integrity.Problem | None]:
+    """The vector index, repaired if it must be: a missing, damaged or unreadable file (or, in an index from
+    before stamps, one that lacks a unit the catalogue claims) is dropped and its units are marked for
+    embedding again — their token states stay, they do not depend on the file. Caller holds the write lock."""
+    db = store.db
+    path = store.vectors_path
+    claimed = int(db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0])
+    problem = integrity.vectors_problem(db, path, claimed)
+    index = None
+    if problem is None:
+        try:
+            index = vectors.load(path, dim)
+        except (RuntimeError, ValueError) as e:
+            what = f"the vector file {path.name} is unreadable ({e})"
+            problem = integrity.Problem("vectors", what, integrity.REINDEX)
+    if index is not None and problem is None and claimed and not integrity.has_stamp(db):
+        fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1")]
+        lost = sum(1 for f in fids if not index.contains(f))
+        if lost:
+            what = f"the vector file {path.name} lacks {lost:,} of the {claimed:,} embedded file units"
+            problem = integrity.Problem("vectors", what, integrity.REINDEX)
+        else:
+            with store.transaction() as tx:
+                integrity.stamp_current(tx, path)
+    if problem is not None:
+        log.warning("%s: embedding the %d file unit(s) again", problem.what, claimed)
+        with store.transaction() as tx:
+            tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
+            integrity.forget_vectors(tx)
+        path.unlink(missing_ok=True)
+        index = vectors.new_index(dim)
+    return index, problem
+
+
+def _save(store: Store, index: Any) -> None:
+    """Save the vector file, its stamp recorded as expected before it is renamed into place (see integrity)."""
+    vectors.save(index, store.vectors_path, lambda tmp: integrity.expect_vectors(store.db, integrity.file_stamp(tmp)))
 
 
 def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:
@@ -107,22 +147,18 @@ def embed_pending(
     batch = batch_size()
     restamp(store, embedder)
     no_messages = bool(store.read_manifest().get("options", {}).get("no_messages"))
-    try:
-        index = vectors.load(store.vectors_path, int(embedder.dim))
-    except (RuntimeError, ValueError) as e:  # damaged like a Tantivy directory or catalogue: said, left as is
-        raise StoreError(
-            f"the vector index {store.vectors_path} is unreadable ({e}); run `backstory index --rebuild`"
-        ) from None
     db = store.db
     unit_states.ensure_tables(db)
+    index, _problem = open_vectors(store, int(embedder.dim))
     codec = unit_states.load_codec(db, STATES_RECIPE)
     tombstones = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=-1")]
     if tombstones:
         vectors.remove(index, tombstones)
-        vectors.save(index, store.vectors_path)
+        _save(store, index)
         with store.transaction() as tx:
             tx.executemany("DELETE FROM files WHERE fid=?", [(f,) for f in tombstones])
             unit_states.remove(tx, tombstones)
+            integrity.claim_vectors(tx)
     rows = db.execute(
         "SELECT f.fid, f.author_time FROM files f JOIN commits c ON c.sha=f.sha"
         " WHERE f.embedded=0 AND c.state='indexed' ORDER BY f.author_time DESC, f.fid DESC"
@@ -156,8 +192,9 @@ def embed_pending(
         nonlocal unsaved, backfilled, last_save, new_codec
         if not unsaved and not backfilled:
             return
-        vectors.save(index, store.vectors_path)
+        _save(store, index)
         with store.transaction() as tx:
+            integrity.claim_vectors(tx)
             if new_codec and codec is not None:
                 unit_states.save_codec(tx, STATES_RECIPE, codec)
                 new_codec = False

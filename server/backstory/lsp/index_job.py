@@ -141,6 +141,6 @@ def run_index_here(
 
     result = run_index(
         root, options=options, index_dir=index_dir, dense=dense, embedder=embedder, progress=progress,
-        cancel=cancel, wait=LOCK_WAIT_SECONDS,
+        cancel=cancel, wait=LOCK_WAIT_SECONDS, verify=False,
     )  # fmt: skip
     return result.report, result.dense_note

@@ -23,8 +23,9 @@ from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
 from ..index.graph import indexed_reachable, reachable, topo_order
-from ..index.store import SCHEMA_VERSION, StoreError
-from ..index.text_index import filter_query, open_index, search_lane
+from ..index.integrity import Verified, reading_catalogue
+from ..index.store import StoreError
+from ..index.text_index import filter_query, open_index, reading_tantivy, search_lane
 from . import results
 from .dense import DenseLane
 from .features import FEATURES
@@ -79,22 +80,25 @@ class Engine:
         self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
         self.dense = DenseLane(self.store, self.models)
         self.ordering = Ordering(self.models.second_stage_path)
+        self.verified = Verified(self.store.path)  # Tantivy files already checked against their checksums
 
     # -- state ------------------------------------------------------------------------------------------------
 
     def _text_index(self) -> tantivy.Index:
+        """The Tantivy index at its latest commit; its files are checked first (a ``stat`` each once verified),
+        so a damaged one is a clear error rather than a panic or a wrong answer."""
         if self._index is None:
-            manifest = self.store.read_manifest()
-            if manifest.get("schema_version") != SCHEMA_VERSION:
-                raise StoreError(
-                    f"the index was built by another version (schema {manifest.get('schema_version')}); "
-                    "run `backstory index --rebuild`"
-                )
-            try:
+            schema = self.store.schema_problem()
+            if schema:
+                raise StoreError(f"{schema}; run `backstory index --rebuild`")
+        problem = self.verified.tantivy_problem(self.store.tantivy_path)
+        if problem is not None:
+            self._index = None
+            raise StoreError(str(problem))
+        with reading_tantivy():
+            if self._index is None:
                 self._index = open_index(self.store.tantivy_path, create=False)
-            except Exception as e:
-                raise StoreError(f"the Tantivy index is damaged ({e}); run `backstory index --rebuild`") from None
-        self._index.reload()
+            self._index.reload()
         return self._index
 
     def manifest(self) -> dict[str, Any]:
@@ -148,6 +152,10 @@ class Engine:
 
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
+        with reading_catalogue():
+            return self._topology_of(head)
+
+    def _topology_of(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         key = (head, self.store.get_state("indexed_at"), self._generation)
         if self._topology is None or self._topology[0] != key:
             parents = self.catalog.indexed_parents()
@@ -179,6 +187,10 @@ class Engine:
 
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
         """Index freshness for ``_meta``, the reachable indexed set (None = all), and a hint when stale."""
+        with reading_catalogue():
+            return self._freshness()
+
+    def _freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
         self._follow_rebuilds()
         try:
             head = head_sha(self.repo)
@@ -210,6 +222,8 @@ class Engine:
             hint = "the index is empty: run `backstory index`"
         elif behind:
             hint = f"the index is {behind} commit(s) behind HEAD: run `backstory index`"
+        elif self.models.dense:
+            hint = self.dense.problem()  # the vector file is missing or damaged
         return info, allowed, hint
 
     # -- search -----------------------------------------------------------------------------------------------
@@ -222,7 +236,7 @@ class Engine:
         if opts.second_stage not in SECOND_STAGES:
             raise ValueError(f"unknown second stage {opts.second_stage!r}; choose one of {', '.join(SECOND_STAGES)}")
         started = time.perf_counter()
-        with self._lock:
+        with self._lock, reading_catalogue():
             info, allowed, hint = self.freshness()
             meta: dict[str, Any] = {
                 "repo": str(self.root), "index": info, "lanes": [], "rerank": None, "second_stage": None, "hint": hint,
@@ -358,21 +372,11 @@ class Engine:
         return bool(self.manifest().get("options", {}).get("no_messages"))
 
     def status(self) -> dict[str, Any]:
-        info, _allowed, hint = self.freshness()
-        out: dict[str, Any] = {"repo": str(self.root), "index": info, "hint": hint}
-        if self.store.exists():
-            m = self.manifest()
-            out.update(
-                options=m.get("options", {}),
-                dense=m.get("dense"),
-                created_at=m.get("created_at"),
-                hunks=self.catalog.hunk_count(),
-                files=self.catalog.unit_count(),
-                skipped_files=self.catalog.skipped_totals(),
-                size_bytes=self.store.size_bytes(),
-                states_bytes=self.catalog.states_bytes(),
-            )
-        return out
+        """What ``backstory status`` shows, with a full integrity check (docs/protocol.md)."""
+        from .health import status
+
+        with reading_catalogue():
+            return status(self)
 
     def close(self) -> None:
         """Close the catalogue and the repository's pack files (dulwich complains about open ones at exit)."""
