@@ -71,7 +71,7 @@ def crc32(path: Path) -> int:
 
 def catalogue_damaged(e: sqlite3.DatabaseError) -> CatalogueDamaged:
     """The one message for SQLite's damage errors, whichever query met them."""
-    return CatalogueDamaged(f"the index catalogue is damaged ({e}); {REBUILD}")
+    return CatalogueDamaged(f"the index catalogue is damaged ({' '.join(str(e).split())}); {REBUILD}")
 
 
 def is_damage(e: sqlite3.DatabaseError) -> bool:
@@ -97,7 +97,7 @@ def catalogue_problem(db: sqlite3.Connection) -> Problem | None:
         rows = db.execute("PRAGMA quick_check(5)").fetchall()
     except sqlite3.DatabaseError as e:
         return Problem("catalogue", f"the index catalogue is damaged ({e})", REBUILD)
-    found = [str(r[0]) for r in rows]
+    found = [" ".join(str(r[0]).split()) for r in rows]  # SQLite's lines, each on one line
     if found == ["ok"]:
         return None
     return Problem("catalogue", f"the index catalogue is damaged ({'; '.join(found)[:300]})", REBUILD)
