@@ -72,7 +72,11 @@ class RebuildNeeded(StoreError):
 
 
 class IndexBusy(StoreError):
-    """Another process is writing the index."""
+    """Another process is writing the index; ``holder`` names it ("pid 123")."""
+
+    def __init__(self, message: str, holder: str = "another process") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def now_iso() -> str:
@@ -232,6 +236,22 @@ class Store:
 
     # -- writer lock ------------------------------------------------------------------------------------------
 
+    def lock_holder(self) -> str | None:
+        """Who holds the writer lock ("pid 123"), or None when it is free (a non-blocking try, released at once)."""
+        try:
+            with open(self.path / LOCK, "a+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as e:
+                    if e.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    fh.seek(0)
+                    return fh.read().strip() or "another process"
+                fcntl.flock(fh, fcntl.LOCK_UN)
+                return None
+        except FileNotFoundError:
+            return None  # no index directory yet: nobody writes
+
     @contextlib.contextmanager
     def write_lock(self, wait: float = 0.0) -> Iterator[None]:
         """Exclusive writer lock (flock: released by the kernel even on kill -9)."""
@@ -251,7 +271,8 @@ class Store:
                         holder = fh.read().strip() or "another process"
                         raise IndexBusy(
                             f"another `backstory index` is writing this index ({holder}); "
-                            "wait for it to finish or pass --wait SECONDS"
+                            "wait for it to finish or pass --wait SECONDS",
+                            holder,
                         ) from None
                     time.sleep(0.1)
             fh.seek(0)

@@ -41,6 +41,8 @@ def get_str(obj: dict[str, Any], key: str, *, required: bool = True) -> str | No
         return None
     if not isinstance(value, str) or not value:
         raise invalid(f"'{key}' must be a non-empty string")
+    if "\x00" in value:
+        raise invalid(f"'{key}' must not contain NUL characters")
     return value
 
 

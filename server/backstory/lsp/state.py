@@ -27,6 +27,7 @@ class RepoState:
     last_head: str | None = None
     status: dict[str, Any] = field(default_factory=lambda: {"state": "starting"})
     hover_cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    waiting_for: str | None = None  # the writer that held the index's lock when our run gave up ("pid 123")
 
     @property
     def root(self) -> Path:
