@@ -251,3 +251,22 @@ async def test_server_that_lost_the_writer_lock_indexes_once_the_writer_dies(cli
         assert time.monotonic() < deadline, status
         await asyncio.sleep(0.2)
     assert status["index"]["indexed_commits"] == 6 and status["index"]["commits_behind_head"] == 0
+
+
+async def test_a_huge_query_is_cut_and_a_hover_after_it_is_answered(client: RawClient, tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    build_sample(root)
+    await client.initialize(root, {"dense": False})
+    path = root / "src" / "app" / "net.py"
+    document = {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": path.read_text()}
+    client.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": document}})
+    search = client.request(
+        "workspace/executeCommand",
+        {"command": "backstory.search", "arguments": [{"query": "retry backoff delay " * 8700}]},  # 164 KB
+    )
+    hover = client.request(
+        "textDocument/hover", {"textDocument": {"uri": path.as_uri()}, "position": {"line": 3, "character": 6}}
+    )
+    result = (await client.answer(search))["result"]
+    assert any("the query was cut to its first" in w for w in result["_meta"]["warnings"]), result["_meta"]
+    assert "result" in await client.answer(hover)

@@ -30,7 +30,15 @@ from . import results
 from .dense import DenseLane
 from .features import FEATURES
 from .fusion import FusedCommit, fuse
-from .options import SECOND_STAGES, TEXT_LANES, Cancelled, ModelConfig, SearchCancelled, SearchOptions
+from .options import (
+    SECOND_STAGES,
+    TEXT_LANES,
+    Cancelled,
+    ModelConfig,
+    SearchCancelled,
+    SearchOptions,
+    bounded_query,
+)
 from .ordering import Ordering
 from .recency import apply_recency, recency_factor
 
@@ -235,12 +243,13 @@ class Engine:
         opts = opts or SearchOptions()
         if opts.second_stage not in SECOND_STAGES:
             raise ValueError(f"unknown second stage {opts.second_stage!r}; choose one of {', '.join(SECOND_STAGES)}")
+        query, cut = bounded_query(query)
         started = time.perf_counter()
         with self._lock, reading_catalogue():
             info, allowed, hint = self.freshness()
             meta: dict[str, Any] = {
                 "repo": str(self.root), "index": info, "lanes": [], "rerank": None, "second_stage": None, "hint": hint,
-                "warnings": [],
+                "warnings": [cut] if cut else [],
             }  # fmt: skip
             if not self.store.exists() or info.get("head") is None:
                 meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
