@@ -3,6 +3,10 @@ characters, and the answer says when it was cut. Real index, real engine."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from backstory.index.build import index_repository
@@ -24,6 +28,20 @@ def test_bounded_query_cuts_at_a_word_and_says_so() -> None:
     assert warning is not None and f"{len(long):,}" in warning and f"{len(cut):,}" in warning
     unbroken = "y" * (MAX_QUERY_CHARS * 3)  # no word boundary: cut at the limit itself
     assert bounded_query(unbroken)[0] == "y" * MAX_QUERY_CHARS
+    assert bounded_query("update \udcff module") == ("update \ufffd module", None)  # argv's non-UTF-8 byte
+
+
+def test_a_query_with_a_byte_that_is_not_utf8_is_searched(sample: tuple[Path, dict[str, str]]) -> None:
+    path, _shas = sample
+    subprocess.run([sys.executable, "-m", "backstory", "index", str(path)], check=True, capture_output=True)
+    query = os.fsdecode(b"retry \xff backoff")  # what argv gives Python for that byte
+    proc = subprocess.run(
+        [sys.executable, "-m", "backstory", "query", query, "--json", "--no-rerank", "-C", str(path)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["results"] and "dense" in result["_meta"]["lanes"], result["_meta"]  # the tokenizer read it
 
 
 def test_a_164_kb_query_is_cut_and_still_finds_the_commit(sample: tuple[Path, dict[str, str]]) -> None:

@@ -6,6 +6,7 @@ CLI, the language server) can name these types without importing the engine that
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,11 +32,14 @@ Cancelled = Callable[[], bool]
 #: stage matches every identifier of the query in every candidate: a 164 KB query took 17.7 s and held up
 #: hovers, 4,000 characters take ~0.25 s).
 MAX_QUERY_CHARS = 4000
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def bounded_query(query: str) -> tuple[str, str | None]:
     """The part of ``query`` that is searched (cut at a word boundary before :data:`MAX_QUERY_CHARS`) and, when
-    it was cut, the warning that says so."""
+    it was cut, the warning that says so. An unpaired surrogate (a command-line argument's non-UTF-8 byte) is
+    searched as U+FFFD: the tokenizers take text only."""
+    query = _SURROGATE.sub("\ufffd", query)
     if len(query) <= MAX_QUERY_CHARS:
         return query, None
     cut = query[:MAX_QUERY_CHARS]
