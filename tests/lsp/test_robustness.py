@@ -270,3 +270,48 @@ async def test_a_huge_query_is_cut_and_a_hover_after_it_is_answered(client: RawC
     result = (await client.answer(search))["result"]
     assert any("the query was cut to its first" in w for w in result["_meta"]["warnings"]), result["_meta"]
     assert "result" in await client.answer(hover)
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    return dict(json.loads((root / ".git" / "backstory" / "manifest.json").read_text()))
+
+
+async def _until_ready(client: RawClient) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while (status := await client.command("backstory.status", {}))["server"].get("state") != "ready":
+        assert status["server"].get("state") != "error" and time.monotonic() < deadline, status
+        await asyncio.sleep(0.2)
+    return dict(status)
+
+
+async def test_cli_and_server_share_one_build_options_policy(tmp_path: Path) -> None:
+    """Built by the CLI with --max-file-bytes, updated by a server with default settings and by the CLI again
+    without the flag: one index, never rebuilt. A setting the server does ask for (exclude) rebuilds once, keeping
+    the CLI's option, and the CLI then follows that index too."""
+    root = tmp_path / "ws"
+    shas = build_sample(root)
+    cli = [sys.executable, "-m", "backstory", "index", str(root), "--no-dense"]
+    assert subprocess.run([*cli, "--max-file-bytes", "200000"], capture_output=True).returncode == 0
+    generation = _manifest(root)["generation"]
+    client = await RawClient.start()
+    try:
+        await client.initialize(root, {"dense": False})
+        status = await _until_ready(client)
+        assert status["index"]["indexed_commits"] == len(shas) and _manifest(root)["generation"] == generation
+    finally:
+        await client.close()
+    proc = subprocess.run(cli, capture_output=True, text=True)
+    assert proc.returncode == 0 and "indexed 0 new commit(s)" in proc.stdout, proc.stderr
+    assert _manifest(root)["generation"] == generation and _manifest(root)["options"]["max_file_bytes"] == 200000
+    client = await RawClient.start()
+    try:
+        await client.initialize(root, {"dense": False, "exclude": ["*.md"]})
+        await _until_ready(client)
+    finally:
+        await client.close()
+    rebuilt = _manifest(root)
+    assert rebuilt["generation"] != generation  # the server asked for something the index was not built with
+    assert rebuilt["options"]["excludes"] == ["*.md"] and rebuilt["options"]["max_file_bytes"] == 200000
+    proc = subprocess.run(cli, capture_output=True, text=True)
+    assert proc.returncode == 0 and "indexed 0 new commit(s)" in proc.stdout, proc.stderr
+    assert _manifest(root)["generation"] == rebuilt["generation"]

@@ -11,8 +11,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,32 @@ __all__ = ["BuildOptions", "IndexBusy", "IndexReport", "RebuildNeeded", "index_r
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """Options that change what is indexed; recorded in the manifest (a mismatch means rebuild)."""
+    """Options that change what is indexed; recorded in the manifest (a mismatch means rebuild).
+
+    One policy for the CLI and the language server (:meth:`following`): an option left at its default follows
+    the index as it was built, and only an option asked for (a value other than the default) that differs
+    from the index's means a rebuild. So ``backstory index --max-file-bytes 2000000`` and an editor's server
+    with default settings keep updating one index instead of rebuilding it in turn; ``--rebuild`` builds with
+    exactly the options given (the way back to a default)."""
 
     no_messages: bool = False
     symbols: bool = True
     max_file_bytes: int = 1_000_000
     excludes: tuple[str, ...] = ()
+
+    def following(self, built: Mapping[str, Any]) -> BuildOptions:
+        """These options, with each one left at its default taken from ``built`` (an index manifest's options)."""
+        defaults = BuildOptions()
+        taken: dict[str, Any] = {}
+        for f in fields(self):
+            if getattr(self, f.name) != getattr(defaults, f.name) or f.name not in built:
+                continue
+            value = built[f.name]
+            if f.name == "excludes" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+                taken[f.name] = tuple(value)
+            elif type(value) is type(getattr(defaults, f.name)):
+                taken[f.name] = value
+        return replace(self, **taken)
 
     def policy(self, repo: Repo, head: str) -> PathPolicy:
         ignore_file = worktree_root(repo) / ".backstoryignore"
@@ -56,11 +76,14 @@ class BuildOptions:
         )
 
     def manifest_options(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "no_messages": self.no_messages,
             "symbols": self.symbols,
             "max_file_bytes": self.max_file_bytes,
         }
+        if self.excludes:  # absent when empty, as in manifests written before it was recorded
+            out["excludes"] = list(self.excludes)
+        return out
 
 
 @dataclass
@@ -127,6 +150,8 @@ def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> Ind
     with store.write_lock(wait), integrity.reading_catalogue():
         if rebuild:
             store.clear_data()
+        elif store.exists():
+            options = options.following(store.read_manifest().get("options") or {})
         policy = options.policy(repo, head)
         manifest_opts = {**options.manifest_options(), "rules": policy.digest()}
         main = None if rebuild else _main_store(repo, store)

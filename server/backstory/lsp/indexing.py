@@ -88,6 +88,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     head = state.head()
     try:
         options = BuildOptions(excludes=tuple(ls.options.exclude))
+        with contextlib.suppress(Exception):  # what the settings leave at its default follows the index, even
+            options = options.following(state.engine.manifest().get("options") or {})  # in a rebuild
 
         def build(rebuild: bool) -> tuple[IndexReport, str]:
             if not rebuild and _small_update(state, ls.options.dense):
