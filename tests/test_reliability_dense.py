@@ -14,15 +14,16 @@ from pathlib import Path
 import pytest
 
 from backstory.history.repo import open_repo
-from backstory.index import dense_build, integrity, vectors
+from backstory.index import dense_build, integrity, unit_states, vectors
 from backstory.index.build import index_repository, store_for
 from backstory.index.dense_build import embed_pending
 from backstory.index.store import Store
 from backstory.models import Embedder, resolve_model
+from backstory.models.states import STATES_RECIPE
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import fast_history
-from trials import kill_when, overwrite
+from trials import kill_when, overwrite, wordy_history
 
 pytestmark = pytest.mark.timeout(400)
 QUERIES = ("multiply the value by nine", "update module 3", "func_5_25 change")
@@ -171,3 +172,28 @@ def test_vector_file_renamed_but_not_yet_claimed_is_trusted(dense_index, embedde
     assert _embed(path, embedder) == 1  # the unclaimed vector is simply overwritten
     assert integrity.VECTORS_NEXT not in {r[0] for r in store.db.execute("SELECT key FROM state")}
     assert len(clean) == len(QUERIES) and units == 60
+
+
+def test_the_state_codec_does_not_depend_on_the_embedding_batch(tmp_path, embedder, monkeypatch) -> None:
+    """BACKSTORY_DENSE_BATCH used to decide which units the codec was fitted on (those of the batch that crossed
+    the threshold), so the MaxSim scores, and the ranking, depended on it."""
+    built = tmp_path / "built"
+    wordy_history(built, 300)
+    index_repository(built)
+    results = {}
+    for batch in ("256", "64", "100"):
+        path = tmp_path / f"b{batch}"
+        shutil.copytree(built, path, symlinks=True)
+        monkeypatch.setenv("BACKSTORY_DENSE_BATCH", batch)
+        assert _embed(path, embedder) == 300
+        db = _store(path).db
+        codec = unit_states.load_codec(db, STATES_RECIPE)
+        assert codec is not None
+        states = dict(db.execute("SELECT fid, states FROM unit_states ORDER BY fid").fetchall())
+        with _engine(path, embedder) as engine:
+            answers = [
+                [(r["commit"]["sha"], r["why"]["rerank"]) for r in engine.search(q, SearchOptions(k=10))["results"]]
+                for q in ("parse the cookie header", "retry on timeout", "render a template")
+            ]
+        results[batch] = (codec.digest, states, answers)
+    assert results["64"] == results["256"] and results["100"] == results["256"]

@@ -138,3 +138,64 @@ def raw_commit(repo: GitRepo, files: dict[str, str], message: str, author: str, 
     sha = proc.stdout.decode().strip()
     repo.git("update-ref", "HEAD", sha)
     return sha
+
+
+WORDS = [
+    "request",
+    "response",
+    "session",
+    "cookie",
+    "header",
+    "token",
+    "parse",
+    "render",
+    "template",
+    "route",
+    "handler",
+    "config",
+    "loader",
+    "signal",
+    "context",
+    "stream",
+    "buffer",
+    "encode",
+    "decode",
+    "retry",
+    "timeout",
+    "cache",
+    "expire",
+    "secret",
+    "sign",
+    "verify",
+    "json",
+    "form",
+    "upload",
+    "field",
+    "error",
+    "debug",
+    "logger",
+    "path",
+    "blueprint",
+    "static",
+    "redirect",
+    "abort",
+    "status",
+    "method",
+    "query",
+    "argument",
+    "default",
+    "value",
+]
+
+
+def wordy_history(path: Path, n: int) -> None:
+    """``n`` commits, each adding a Python file whose docstring has 30 distinct words (git fast-import): units
+    with some fifty content tokens each, so a codec's fit spans several embedding batches."""
+    from gitrepo import fast_import
+
+    def commit(i: int) -> tuple[str, str, bytes, str]:
+        doc = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(30))
+        data = f'def func_{i}(value):\n    """{doc}"""\n    return value * {i}\n'.encode()
+        return "Dev <dev@example.com>", f"pkg/mod_{i}.py", data, f"Change {i}\n"
+
+    fast_import(path, (commit(i) for i in range(1, n + 1)))

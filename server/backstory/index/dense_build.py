@@ -25,6 +25,9 @@ from .store import Store
 #: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
 #: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
 DEFAULT_BATCH = 256
+#: The codec is fitted on a prefix of units whose length is a multiple of this (see :func:`fit_cut`): the
+#: default batch, so indexes built with the default batch keep the codec they always had.
+FIT_STEP = 256
 SAVE_EVERY_SECONDS = float(os.environ.get("BACKSTORY_DENSE_SAVE_SECONDS", "20"))  # durability vs save cost
 
 log = logging.getLogger("backstory.index")
@@ -121,6 +124,23 @@ def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]
     return Catalog.of(store).unit_passages(fids, no_messages)
 
 
+def fit_cut(counted: list[int], banked: int, total: int) -> int | None:
+    """How many of this run's units the codec is fitted on (with the stateless ones), once that is known.
+
+    The fit takes the first multiple of :data:`FIT_STEP` units (or all ``total``) whose content tokens, with the
+    ``banked`` ones of units embedded before, reach :data:`MIN_FIT_TOKENS`; ``counted`` holds the tokens of the
+    units embedded so far. Fixed steps make the codec (and so every MaxSim score) the same whatever
+    ``BACKSTORY_DENSE_BATCH`` is: the fit used to take whatever the batch that crossed the threshold held."""
+    seen = banked
+    for cut in [*range(FIT_STEP, total, FIT_STEP), total]:
+        if cut > len(counted):
+            return None
+        seen = banked + sum(counted[:cut])
+        if seen >= MIN_FIT_TOKENS:
+            return cut
+    return None
+
+
 def embed_pending(
     store: Store,
     embedder: Any,
@@ -184,6 +204,7 @@ def embed_pending(
     unsaved: list[int] = []
     backfilled: list[int] = []  # stateless units whose states wait for the next flush
     raw: dict[int, np.ndarray] = {}  # states waiting for the codec
+    counted: list[int] = []  # content tokens of each unit of ``todo`` embedded so far, in order
     encoded: dict[int, bytes] = {}
     new_codec = False
     last_save = time.monotonic()
@@ -215,12 +236,15 @@ def embed_pending(
             vectors.upsert(index, fids, vecs)
             if codec is None:
                 raw.update(zip(fids, states, strict=True))
-                if banked + sum(len(s) for s in raw.values()) >= MIN_FIT_TOKENS:
+                counted.extend(len(s) for s in states)
+                cut = fit_cut(counted, banked, total)
+                if cut is not None:
                     for at in range(0, len(stateless), batch):
                         chunk = stateless[at : at + batch]
                         past = embedder.token_states(unit_passages(store, chunk, no_messages), content_only=True)
                         raw.update(zip(chunk, past, strict=True))
-                    sample = [raw[f] for f in sorted(raw, key=order.__getitem__) if len(raw[f])]
+                    fitted = [*stateless, *todo[:cut]]
+                    sample = [raw[f] for f in sorted(fitted, key=order.__getitem__) if len(raw[f])]
                     codec, new_codec = StateCodec.fit(np.concatenate(sample)), True
                     encoded.update((f, codec.encode(s)) for f, s in raw.items())
                     raw.clear()
