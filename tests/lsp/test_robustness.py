@@ -117,11 +117,16 @@ def _error(reply: dict[str, Any], code: int) -> str:
     return str(reply["error"]["message"])
 
 
-async def test_a_request_before_initialize_is_refused_then_served(client: RawClient) -> None:
+async def test_a_request_before_initialize_or_after_shutdown_is_refused(client: RawClient) -> None:
     _error(await client.call("workspace/executeCommand", {"command": "backstory.status", "arguments": [{}]}), -32002)
     _error(await client.call("textDocument/hover", {"textDocument": {"uri": "file:///x.py"}}), -32002)
     await client.initialize()
     assert (await client.command("backstory.status", {}))["state"] == "no-repo"
+    assert (await client.call("shutdown"))["result"] is None
+    reply = await client.call("workspace/executeCommand", {"command": "backstory.status", "arguments": [{}]})
+    assert "shutting down" in _error(reply, -32600)  # answered, not dropped
+    client.send({"jsonrpc": "2.0", "method": "exit"})
+    assert await asyncio.wait_for(client.proc.wait(), 60) == 0
 
 
 async def test_requests_that_do_not_fit_their_method_are_answered(client: RawClient, tmp_path: Path) -> None:

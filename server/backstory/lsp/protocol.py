@@ -137,6 +137,9 @@ class BackstoryProtocol(LanguageServerProtocol):
         if request and msg_id is None:
             self.reply_error(None, INVALID_REQUEST, "a request's 'id' must be a string or an integer, not null")
             return True
+        if request and self._shutdown and method != types.EXIT:
+            self.reply_error(msg_id, INVALID_REQUEST, "the server is shutting down: only 'exit' is accepted")
+            return True
         if not self.initialize_seen and method not in (types.INITIALIZE, types.EXIT) and "method" in data:
             if request:
                 self.reply_error(msg_id, NOT_INITIALIZED, "the server is not initialized: send 'initialize' first")
