@@ -6,7 +6,10 @@ scratch when the index directory is new), the first call of each tool (models lo
 tool over ``--calls`` calls, as the client sees them (JSON-RPC, validation, the work and both renderings):
 ``find_prior_art`` with a free-text query (commit subjects of the repository, k = 5), with a position (the
 start of definitions at HEAD), ``symbol_history`` at the same positions, ``show_commit`` of the sampled commits
-(400-line cap), and ``index_status``. Prints one JSON report, with the machine it ran on.
+(400-line cap), and ``index_status``. With ``--commit-latency`` it also commits on a temporary branch of REPO
+and times the first ``find_prior_art`` after ``git commit`` returns until it ranks that commit first (the
+language server benchmark's procedure: the branch is deleted afterwards). Prints one JSON report, with the
+machine it ran on.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from .. import symbols
 from .bench import emit, sample_queries
+from .lsp_bench import commit_latency
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -84,7 +88,7 @@ async def _timed(session: ClientSession, name: str, args: dict[str, Any]) -> tup
     return ms, result.structured_content
 
 
-async def run(repo: Path, calls: int, index_dir: str | None, timeout: float) -> dict[str, Any]:
+async def run(repo: Path, calls: int, index_dir: str | None, timeout: float, commits: bool) -> dict[str, Any]:
     args = ["-m", "backstory", "mcp", "-C", str(repo), *(["--index-dir", index_dir] if index_dir else [])]
     params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
     report: dict[str, Any] = {"repo": str(repo), "machine": machine(), "calls_per_tool": calls}
@@ -127,6 +131,12 @@ async def run(repo: Path, calls: int, index_dir: str | None, timeout: float) -> 
             }  # fmt: skip
         report["first_call_ms"] = first
         report["tools"] = tools
+        if commits:
+
+            async def search(query: str) -> dict[str, Any]:
+                return (await _timed(session, "find_prior_art", {"query": query, "k": 5}))[1]  # type: ignore[no-any-return]
+
+            report["commit_to_first_hit"] = await commit_latency(repo, search)
     return report
 
 
@@ -136,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=30, help="calls per tool (default 30)")
     p.add_argument("--index-dir", help="index location (default: the repository's own, as the server uses)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the index (default 3600)")
+    p.add_argument("--commit-latency", action="store_true", help="commit on a temporary branch and time it")
     p.add_argument("--out", help="also write the JSON report here")
     a = p.parse_args(argv)
-    emit(asyncio.run(run(a.repo.resolve(), a.calls, a.index_dir, a.timeout)), a.out)
+    emit(asyncio.run(run(a.repo.resolve(), a.calls, a.index_dir, a.timeout, a.commit_latency)), a.out)
     return 0
 
 

@@ -87,9 +87,14 @@ class Backstory:
         self._starting = asyncio.get_running_loop().create_task(opening())
 
     async def stop(self) -> None:
+        """Stop indexing (between batches) and close the engine; a job still running after the grace period is
+        left to ``run``, which exits without waiting for it."""
         self.running = False
         if self.indexer is not None:
             await self.indexer.stop(SHUTDOWN_GRACE_SECONDS)
+        if self.engine is not None and not self.busy():
+            with self.lock:
+                self.engine.close()  # the catalogue and dulwich's pack files (it complains about open ones at exit)
 
     def busy(self) -> bool:
         return self.indexer is not None and self.indexer.running
