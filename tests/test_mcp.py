@@ -170,6 +170,21 @@ async def test_each_tool_and_a_new_commit_becomes_visible(tmp_path: Path) -> Non
         breaker = await ok(session, "symbol_history", path="src/app/breaker.py", line=7)
         assert [c["commit"]["sha"] for c in breaker["commits"]] == [new]
 
+        # a file an agent is writing (not committed): read from disk, no exact history, prior art elsewhere
+        (root / "src/app/backoff.py").write_text(
+            "def retry_with_backoff(call, attempts=4):\n"
+            "    delay = 0.5\n"
+            "    for attempt in range(attempts):\n"
+            "        try:\n"
+            "            return call()\n"
+            "        except ConnectionError:\n"
+            "            time.sleep(delay)\n"
+            "            delay *= 2\n"
+        )
+        draft = await ok(session, "find_prior_art", path="src/app/backoff.py", line=3)
+        assert draft["symbol"]["name"] == "retry_with_backoff" and draft["exact"] == []
+        assert draft["results"][0]["commit"]["sha"] in retry
+
 
 @pytest.mark.asyncio
 async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(tmp_path: Path) -> None:

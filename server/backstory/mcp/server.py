@@ -81,8 +81,10 @@ class Backstory:
         self.running = True
 
         async def opening() -> None:
-            with contextlib.suppress(HistoryError):  # reported by every tool call instead
+            try:
                 await self.open()
+            except Exception as e:  # not a repository, an unusable index directory: every tool call says so
+                log.info("not serving yet: %s", e)
 
         self._starting = asyncio.get_running_loop().create_task(opening())
 
