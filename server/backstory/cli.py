@@ -1,4 +1,4 @@
-"""Command line: ``backstory index|query|status|show|history|serve|mcp``.
+"""Command line: ``backstory index|query|status|show|history|serve``.
 
 Every command prints human text by default and the documented JSON with ``--json``. Errors the user can fix
 print one line on stderr and exit 1 (2 for usage errors); nothing is written to the index on failure.
