@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="run the language server")
     sv.add_argument("--stdio", action="store_true", help="use stdio (the default)")
     sv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead, for debugging")
+
+    mc = sub.add_parser("mcp", help="run the MCP server (stdio) for coding agents; see docs/mcp.md")
+    common(mc)
     return p
 
 
@@ -325,6 +328,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp.server import run
+
+    run(args.repo, args.index_dir)
+    return 0
+
+
 _COMMANDS = {
     "index": cmd_index,
     "query": cmd_query,
@@ -332,6 +342,7 @@ _COMMANDS = {
     "show": cmd_show,
     "history": cmd_history,
     "serve": cmd_serve,
+    "mcp": cmd_mcp,
 }
 
 
