@@ -46,7 +46,7 @@ def test_query_json_shape_and_top_hit(indexed) -> None:
     hunk = top["hunks"][0]
     assert set(hunk) >= {"path", "change", "old_start", "new_start", "excerpt", "truncated", "lanes", "symbols"}
     assert hunk["path"] == "src/app/net.py"
-    assert set(top["why"]) == {"lanes", "fused", "rerank", "learned", "recency"}
+    assert set(top["why"]) == {"lanes", "fused", "rerank", "learned", "recency", "decided_by"}
     meta = result["_meta"]
     assert meta["index"]["commits_behind_head"] == 0
     assert meta["index"]["last_indexed_commit"] == shas["Log the retry attempts"]

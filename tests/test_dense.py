@@ -117,8 +117,11 @@ def test_learned_second_stage_orders_the_reranked_candidates(dense_repo, embedde
     assert not result["_meta"]["warnings"]
     hits = result["results"]
     assert hits[0]["commit"]["sha"] == shas["b"]
-    assert all(0.0 < h["why"]["learned"] < 1.0 for h in hits)
+    assert all(isinstance(h["why"]["learned"], float) for h in hits)
+    # the score is the calibrated probability over the candidates: positive, in order, summing to at most 1
+    assert all(0.0 < h["score"] <= 1.0 for h in hits) and sum(h["score"] for h in hits) <= 1.0 + 1e-6
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    assert hits[0]["why"]["decided_by"] == [] if len(hits) == 1 else hits[0]["why"]["decided_by"]
     assert result["_meta"]["second_stage"] == "learned"
     blend = engine.search(query, SearchOptions(second_stage="blend"))
     assert all(h["why"]["learned"] is None for h in blend["results"]) and blend["_meta"]["second_stage"] == "blend"
@@ -139,6 +142,7 @@ def test_learned_weights_decide_the_order(dense_repo, embedder, tmp_path) -> Non
     hits = _engine(path, embedder, second_stage_path=str(model)).search(query, SearchOptions())["results"]
     reranks = [h["why"]["rerank"] for h in hits]
     assert len(set(reranks)) >= 3 and reranks == sorted(reranks)  # lowest MaxSim first
+    assert hits[0]["why"]["decided_by"] == ["maxsim"]  # the one feature the model reads put it first
     blend = _engine(path, embedder).search(query, SearchOptions(second_stage="blend"))["results"]
     assert [h["commit"]["sha"] for h in blend] != [h["commit"]["sha"] for h in hits]
 

@@ -114,6 +114,10 @@ def plain_bm25(engine: Engine, with_message: bool = False) -> Callable[[str], li
     return search
 
 
+def _hit_shas(hit: dict[str, Any]) -> list[str]:
+    return [hit["commit"]["sha"], *(t["sha"] for t in hit.get("twins", ()))]
+
+
 def metrics(ranks: list[int | None]) -> dict[str, float]:
     n = len(ranks) or 1
     out = {f"R@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)}
@@ -384,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
                 shas, results = reference(query)[:10], []
             else:
                 results = engine.search(query, opts)["results"]
-                shas = [r["commit"]["sha"] for r in results]
+                # a hit stands for its identical twins too (cherry-picks shown once): right if any of them is
+                shas = [next((t for t in _hit_shas(r) if t in right), r["commit"]["sha"]) for r in results]
             ranks.append(next((i + 1 for i, sha in enumerate(shas) if sha in right), None))
             if results and ranks[-1] != 1 and len(misses) < args.dump_misses:
                 wanted = next((sha for sha in shas if sha in right), min(right))  # the one found, else any

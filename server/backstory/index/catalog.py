@@ -11,6 +11,7 @@ Rows are ``sqlite3.Row`` objects, read like mappings (``row["sha"]``); lists of 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -166,6 +167,20 @@ class Catalog:
             sql = f"SELECT sha, fid FROM files WHERE embedded=1 AND sha IN ({marks}) ORDER BY fid"
             out.extend((sha, fid) for sha, fid in self._db.execute(sql, chunk))
         return out
+
+    def change_signatures(self, shas: Sequence[str]) -> dict[str, str]:
+        """A digest of each commit's change as a patch id sees it: every hunk's path and changed lines, without
+        line numbers or context, so a cherry-pick or backport of the same patch has the same digest. Commits
+        without indexed hunks are left out (nothing to compare)."""
+        parts: dict[str, list[str]] = {}
+        for chunk, marks in _chunks(list(shas)):
+            sql = f"SELECT sha, path, excerpt FROM hunks WHERE sha IN ({marks}) ORDER BY sha, path, idx"
+            for sha, path, excerpt in self._db.execute(sql, chunk):
+                changed = "\n".join(line for line in excerpt.split("\n")[1:] if line[:1] in "+-")
+                parts.setdefault(sha, []).append(f"{path}\0{changed}")
+        return {
+            sha: hashlib.sha256("\1".join(p).encode("utf-8", "surrogatepass")).hexdigest() for sha, p in parts.items()
+        }
 
     def commit_paths(self, sha: str) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,))]

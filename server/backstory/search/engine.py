@@ -19,6 +19,7 @@ import tantivy
 
 from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
 from ..index import merge_diffs
+from ..index.analyzer import query_terms
 from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
@@ -31,7 +32,7 @@ from .features import FEATURES
 from .fusion import FusedCommit, fuse
 from .options import SECOND_STAGES, TEXT_LANES, Cancelled, ModelConfig, SearchCancelled, SearchOptions
 from .ordering import Ordering
-from .recency import apply_recency, recency_factor
+from .recency import apply_recency, calibrated, recency_factor
 
 
 def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
@@ -231,6 +232,11 @@ class Engine:
             if not self.store.exists() or info.get("head") is None:
                 meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
                 return {"query": query, "results": [], "_meta": meta}
+            if query.strip() and not query_terms(query):
+                meta["warnings"].append(
+                    "the query has no words to match (only common words like 'the' or 'and'); results rank by "
+                    "meaning alone and are likely noise: add the words that describe the change"
+                )
             fused, lanes_used, dense_scores = self._fused(query, opts, allowed, meta, cancelled)
             results = self._finish(query, fused, lanes_used, dense_scores, opts, meta, cancelled)
         meta["lanes"] = lanes_used
@@ -297,6 +303,7 @@ class Engine:
         scores = {c.sha: c.fused for c in top}
         rerank_scores: dict[str, float] = {}
         learned_scores: dict[str, float] = {}
+        decided: dict[str, list[str]] = {}
         if opts.rerank and top:
             if cancelled and cancelled():
                 raise SearchCancelled
@@ -310,27 +317,35 @@ class Engine:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
                 if self.ordering.applies(opts, lanes_used, name):
-                    learned_scores = self._learned(query, top, rerank_scores, dense_scores, meta)
-                    scores = learned_scores or scores
+                    learned_scores, decided = self._learned(query, top, rerank_scores, dense_scores, meta)
         now = time.time()
-        final: list[tuple[float, str, float]] = []
-        for c in top:
-            factor = recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight)
-            final.append((apply_recency(scores[c.sha], factor), c.sha, factor))
+        factors = {c.sha: recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight) for c in top}
+        if learned_scores:  # a probability over the candidates; recency reorders only near-equal ones
+            probability = calibrated(learned_scores, factors)
+            final = [(probability[c.sha], c.sha, factors[c.sha]) for c in top]
+        else:
+            final = [(apply_recency(scores[c.sha], factors[c.sha]), c.sha, factors[c.sha]) for c in top]
         final.sort(key=lambda t: (-round(t[0], 9), t[1]))
         by_sha = {c.sha: c for c in top}
-        hunk_rows = self.catalog.hunk_rows([u for c in top for u in c.hunks])
+        ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(list(by_sha)))
+        shown = ranked[: opts.k]
+        score_of = {sha: score for score, sha, _f in final}
+        hunk_rows = self.catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
+        twin_rows = self.catalog.commit_rows([t for _sha, twins in shown for t in twins])
         out = []
-        for score, sha, factor in final[: opts.k]:
+        for sha, twins in shown:
             c = by_sha[sha]
             why = {
                 "lanes": c.lanes,
                 "fused": round(c.fused, 6),
                 "rerank": rerank_scores.get(sha),
                 "learned": learned_scores.get(sha),
-                "recency": round(factor, 4),
+                "recency": round(factors[sha], 4),
+                "decided_by": decided.get(sha, []),
             }
-            out.append(results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
+            hit = results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score_of[sha], why)
+            hit["twins"] = [results.commit_json(twin_rows[t]) for t in twins]
+            out.append(hit)
         return out
 
     def candidate_features(
@@ -348,7 +363,7 @@ class Engine:
             messages = not self._no_messages()
             return self.ordering.rows(self.catalog, searcher, query, top, rerank, dense_scores, messages, needed)
 
-    def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    def _learned(self, query, top, rerank, dense_scores, meta) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
         model_id = emb.model_id if emb is not None else None
         rows = functools.partial(self.candidate_features, query, top, rerank, dense_scores)

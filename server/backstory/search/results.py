@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -58,3 +58,19 @@ def result(
         "why": why,
         "hunks": [hunk_json(h, hunk_lanes.get(h["uid"])) for h in hunks],
     }
+
+
+def collapse_twins(order: Sequence[str], signature: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """``order`` with identical changes (same :meth:`Catalog.change_signatures` digest: cherry-picks,
+    backports) shown once, at the best-ranked one's place, each with the shas of its twins, in rank order."""
+    first: dict[str, int] = {}
+    out: list[tuple[str, list[str]]] = []
+    for sha in order:
+        digest = signature.get(sha)
+        if digest is not None and digest in first:
+            out[first[digest]][1].append(sha)
+            continue
+        if digest is not None:
+            first[digest] = len(out)
+        out.append((sha, []))
+    return out
