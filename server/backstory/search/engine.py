@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -327,7 +328,9 @@ class Engine:
             final = [(apply_recency(scores[c.sha], factors[c.sha]), c.sha, factors[c.sha]) for c in top]
         final.sort(key=lambda t: (-round(t[0], 9), t[1]))
         by_sha = {c.sha: c for c in top}
-        ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(list(by_sha)))
+        sizes = Counter(commits[sha]["n_hunks"] for sha in by_sha)  # twins have as many hunks: digest only those
+        maybe_twins = [sha for sha in by_sha if commits[sha]["n_hunks"] and sizes[commits[sha]["n_hunks"]] > 1]
+        ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(maybe_twins))
         shown = ranked[: opts.k]
         score_of = {sha: score for score, sha, _f in final}
         hunk_rows = self.catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
