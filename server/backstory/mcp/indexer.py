@@ -68,12 +68,8 @@ async def in_thread(fn: Callable[[], T]) -> T:
 
 
 def lock_held(engine: Engine) -> bool:
-    """Whether another process holds the index write lock (checked by taking it and letting go at once)."""
-    try:
-        with engine.store.write_lock(0):
-            return False
-    except IndexBusy:
-        return True
+    """Whether another process holds the index write lock."""
+    return engine.writer_busy()
 
 
 class Indexer:

@@ -25,7 +25,7 @@ from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
 from ..index.graph import indexed_reachable, reachable, topo_order
-from ..index.store import SCHEMA_VERSION, StoreError
+from ..index.store import SCHEMA_VERSION, IndexBusy, StoreError
 from ..index.text_index import filter_query, open_index, search_lane
 from . import results
 from .dense import DenseLane
@@ -119,6 +119,15 @@ class Engine:
     def embedder(self) -> Any:
         """The embedding model queries use (loaded on first call), or None when it is unavailable."""
         return self.dense.embedder()
+
+    def writer_busy(self) -> bool:
+        """Whether another process is writing this index (holds its write lock; checked by taking the lock and
+        letting go at once)."""
+        try:
+            with self.store.write_lock(0):
+                return False
+        except IndexBusy:
+            return True
 
     def pending_units(self) -> int:
         """File units the dense phase has not embedded yet."""
