@@ -308,7 +308,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         )  # fmt: skip
         return EXIT_OK
     done = f"indexed {_plural(report.new_commits, 'new commit')} ({_plural(report.hunks, 'hunk')})"
-    if result.embedded:
+    if not args.no_dense and not result.dense_note and not report.cancelled:
         done += f", embedded {_plural(result.embedded, 'file change')}"
     if report.purged_commits:
         done += f", purged {_plural(report.purged_commits, 'unreachable commit')}"
