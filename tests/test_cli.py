@@ -585,11 +585,11 @@ def test_progress_view_on_a_terminal_redraws_one_line() -> None:
     now[0] = 4.0
     view("dense", 100, 200)
     drawn = out.getvalue().split("\r")[-1]
-    assert drawn.startswith("Embedding changes: 100/200 files embedded (50%), 25/s, about 0:04 left")
+    assert drawn.startswith("Embedding changes: 100/200 file changes (50%), 25/s, about 0:04 left")
     now[0] = 8.0
     view("dense", 200, 200)
     view.close()
-    assert out.getvalue().endswith("Embedding changes: 200 files embedded in 8.0 s (25/s)\n")
+    assert out.getvalue().endswith("Embedding changes: 200 file changes in 8.0 s (25/s)\n")
 
 
 def test_history_is_newest_first(repo: GitRepo) -> None:

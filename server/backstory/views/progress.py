@@ -17,6 +17,7 @@ from ..index.progress import PHASES
 MIN_RATE_SECONDS = 1.0  # no rate before a phase has run this long
 MIN_ETA_SECONDS = 2.0  # no ETA before this (and before a rate)
 LOG_INTERVAL = 10.0  # seconds between plain lines when the output is not a terminal
+UNITS = {"history": "commits", "merges": "merge files", "dense": "file changes"}  # what each phase counts, here
 
 
 def clock_text(seconds: float) -> str:
@@ -52,7 +53,7 @@ class PhaseStat:
 
     @property
     def unit(self) -> str:
-        return PHASES.get(self.name, ("", "items"))[1]
+        return UNITS.get(self.name) or PHASES.get(self.name, ("", "items"))[1]
 
     def elapsed(self, now: float) -> float:
         return (self.ended if self.ended is not None else now) - self.started
