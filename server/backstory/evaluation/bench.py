@@ -119,7 +119,7 @@ def sample_queries(repo_path: Path, n: int, seed: int = 7) -> list[str]:
     return subjects[:n]
 
 
-def latency(fn: Any, items: list[Any], warm: int = 3) -> dict[str, float]:
+def latency(fn: Any, items: list[Any], warm: int = 3) -> dict[str, Any]:
     for x in items[:warm]:
         fn(x)
     times = []

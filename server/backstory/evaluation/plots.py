@@ -10,6 +10,7 @@ per pipeline stage, in ``evaluate``'s report shape (``{"histories": {NAME: {CONF
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -118,17 +119,17 @@ def quality_plot(quality: dict[str, Any], out: Path, name: str = "quality.png") 
         means.append(statistics.mean(vals))
     ends = []
     for hist, configs in histories.items():
-        pts = [(x, configs[s]["MRR@10"]) for x, s in zip(xs, stages) if s in configs]
+        pts = [(x, configs[s]["MRR@10"]) for x, s in zip(xs, stages, strict=True) if s in configs]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color="#9bb8d8", linewidth=1)
         ends.append([pts[-1][1], pts[-1][0], hist])
     ax.plot(xs, means, marker="o", color="#1f4f8f", linewidth=2.5, label="mean")
     ends.sort()
     low, high = ax.get_ylim()
-    for lower, upper in zip(ends, ends[1:]):  # keep the history names at the right end from overlapping
+    for lower, upper in itertools.pairwise(ends):  # keep the history names at the right end from overlapping
         upper[0] = max(upper[0], lower[0] + (high - low) * 0.045)
     for y, x, hist in ends:
         ax.annotate(hist, (x, y), xytext=(8, 0), textcoords="offset points", fontsize=8, va="center", color="#55708f")
-    for x, m in zip(xs, means):
+    for x, m in zip(xs, means, strict=True):
         ax.annotate(f"{m:.3f}", (x, m), xytext=(0, 8), textcoords="offset points", ha="center", fontweight="bold")
     ax.set_xticks(xs, [STAGES[s] for s in stages])
     ax.set_xlim(-0.3, len(stages) - 0.4)
