@@ -35,12 +35,19 @@ ENVIRONMENT = {
     "NO_COLOR": "Any non-empty value turns colours off in the text output (https://no-color.org).",
 }
 
+# the Neovim keys that config.lua does not comment on its line
+NEOVIM_HELP = {
+    "cmd": "The command that starts the language server.",
+    "filetypes": "The filetypes the client attaches to: the languages Backstory attributes symbols in "
+    "(python, javascript(react), typescript(react), rust, go, java, c, cpp, ruby).",
+}
+
 # the server options' meaning where the VS Code settings do not give it
 SERVER_HELP = {
     "k": "How many commits a search returns.",
     "rerank": "Rerank the first stage's top candidates (off is faster).",
     "reranker": "`maxsim` (late interaction over stored token states), `cross-encoder` or `none`.",
-    "crossEncoderDir": "Directory with a cross-encoder `model.onnx` + `tokenizer.json` (for `reranker: cross-encoder`).",
+    "crossEncoderDir": "Directory with a cross-encoder `model.onnx` + `tokenizer.json` (`reranker: cross-encoder`).",
     "secondStage": "How the reranked candidates are ordered: `learned` (default) or `blend`.",
     "hover": "Show past changes to the symbol under the mouse.",
     "hoverMax": "Commits listed in a hover.",
@@ -54,7 +61,11 @@ SERVER_HELP = {
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text for a Markdown table cell (``<git dir>`` must not read as an HTML tag)."""
+    parts = str(text).replace("|", "\\|").replace("\n", " ").split("`")
+    for i in range(0, len(parts), 2):  # outside code spans only
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
 
 
 def _flags(action: argparse.Action) -> str:
@@ -214,13 +225,13 @@ def settings_reference() -> str:
         "## Neovim",
         "",
         "From `clients/neovim/lua/backstory/config.lua`: set them in `vim.g.backstory` (a table) before the "
-        "client starts; the LSP fields can also go through `vim.lsp.config(\"backstory\", {...})`. `nil` means "
+        'client starts; the LSP fields can also go through `vim.lsp.config("backstory", {...})`. `nil` means '
         "the server's default.",
         "",
         "| key | default | what it does |",
         "|---|---|---|",
     ]
-    out += [f"| `{k}` | `{_cell(d)}` | {_cell(c)} |" for k, d, c in _neovim_defaults()]
+    out += [f"| `{k}` | `{_cell(d)}` | {_cell(c or NEOVIM_HELP.get(k, ''))} |" for k, d, c in _neovim_defaults()]
     return "\n".join(out) + "\n"
 
 
@@ -239,8 +250,6 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         images = sorted((Path(config["docs_dir"]) / "images").glob(f"{prefix}*.png"))
         depth = page.file.src_uri.count("/")
         up = "../" * depth
-        return "\n\n".join(
-            f"![{p.stem.replace('-', ' ')}]({up}images/{p.name})" for p in images
-        )
+        return "\n\n".join(f"![{p.stem.replace('-', ' ')}]({up}images/{p.name})" for p in images)
 
     return SCREENSHOTS.sub(shots, markdown)
