@@ -3,7 +3,8 @@
 Reads the JSON that ``python -m backstory.evaluation.bench ... --out FILE`` writes (indexing phases against
 ``git log -p``, and every query's latency in ``samples_ms``) and a ranking-quality file: MRR@10 per history and
 per pipeline stage, in ``evaluate``'s report shape (``{"histories": {NAME: {CONFIG: {"MRR@10": x}}}}``; one
-``evaluate --out`` report per history, gathered). Writes ``indexing.png``, ``latency.png`` and
+``evaluate --out`` report per history, gathered). ``--indexing`` takes the indexing plot from another bench
+file (a quiet run without per-query samples). Writes ``indexing.png``, ``latency.png`` and
 ``quality.png`` (and ``quality-messages.png`` with ``--quality-messages``). Needs matplotlib (a dev extra).
 """
 
@@ -51,8 +52,11 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def _name(bench: dict[str, Any]) -> str:
+    """``flask (5,531 commits)``, and the machine's load when the run recorded a busy one."""
     repo = Path(str(bench.get("repo", "repository"))).name
-    return f"{repo} ({bench.get('commits', 0):,} commits)"
+    load = [x for x in bench.get("load_average") or [] if x is not None]
+    busy = f"\nbusy machine: load average {min(load):.0f}-{max(load):.0f} on 2 cores" if load and max(load) >= 2 else ""
+    return f"{repo} ({bench.get('commits', 0):,} commits){busy}"
 
 
 def indexing_plot(bench: dict[str, Any], out: Path) -> Path:
@@ -95,13 +99,14 @@ def latency_plot(bench: dict[str, Any], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 0.7 * len(rows) + 1.2))
     labels = [r[0] for r in rows][::-1]
     data = [r[1] for r in rows][::-1]
-    ax.boxplot(data, vert=False, whis=(5, 95), showfliers=True, flierprops={"markersize": 3})
+    ax.boxplot(data, orientation="horizontal", whis=(5, 95), showfliers=True, flierprops={"markersize": 3})
     ax.set_yticks(range(1, len(labels) + 1), labels)
     for i, values in enumerate(data, start=1):
         ax.text(max(values) * 1.05, i, f"p50 {statistics.median(values):.0f} ms", va="center", fontsize=9)
     ax.set_xscale("log")
     ax.set_xlabel("milliseconds per query (log scale)")
-    ax.set_title(f"Latency, {_name(bench)}, {len(rows[0][1])} queries each")
+    name, _, busy = _name(bench).partition("\n")
+    ax.set_title(f"Query latency, {name}, {len(rows[0][1])} queries" + (f"\n{busy}" if busy else ""))
     ax.set_xlim(right=max(max(v) for v in data) * 3)
     return _save(fig, out / "latency.png")
 
@@ -142,6 +147,7 @@ def quality_plot(quality: dict[str, Any], out: Path, name: str = "quality.png") 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.plots", description=__doc__.split("\n")[0])
     ap.add_argument("--bench", help="JSON written by `python -m backstory.evaluation.bench REPO --out FILE`")
+    ap.add_argument("--indexing", help="another bench JSON for the indexing plot (default: --bench's)")
     ap.add_argument("--quality", help="MRR@10 per history and stage (message-blind)")
     ap.add_argument("--quality-messages", help="the same for an index with messages")
     ap.add_argument("--out", default="docs/images/bench", help="folder for the PNG files (default docs/images/bench)")
@@ -149,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    if args.indexing or args.bench:
+        written.append(indexing_plot(json.loads(Path(args.indexing or args.bench).read_text("utf-8")), out))
     if args.bench:
-        bench = json.loads(Path(args.bench).read_text("utf-8"))
-        written += [indexing_plot(bench, out), latency_plot(bench, out)]
+        written.append(latency_plot(json.loads(Path(args.bench).read_text("utf-8")), out))
     if args.quality:
         written.append(quality_plot(json.loads(Path(args.quality).read_text("utf-8")), out))
     if args.quality_messages:
