@@ -319,7 +319,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if report.cancelled:
         print("stopped before the end: run `backstory index` again to go on", file=sys.stderr)
     if report.skipped:
-        print("skipped files: " + ", ".join(f"{v} {k}" for k, v in sorted(report.skipped.items())))
+        skipped = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in sorted(report.skipped.items()))
+        print(f"skipped files: {skipped} (left out on purpose; see `backstory status`)")
     if dense_note:
         print(dense_note, file=sys.stderr)
     return EXIT_OK

@@ -120,12 +120,12 @@ class ProgressView:
             self._line(self._status(stat, now))
 
     def _status(self, stat: PhaseStat, now: float) -> str:
-        pct = f" ({stat.done / stat.total:.0%})" if stat.total else ""
+        pct = f" ({100 * stat.done // stat.total}%)" if stat.total else ""  # 99%, not 100%, before the end
         text = f"{stat.label}: {stat.done:,}/{stat.total:,} {stat.unit}{pct}"
         rate, eta = stat.rate(now), stat.eta(now)
         if rate is not None:
             text += f", {rate_text(rate)}"
-        if eta is not None:
+        if eta is not None and eta >= 1:
             text += f", about {clock_text(eta)} left"
         return text
 

@@ -302,7 +302,7 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
         rows.append(("disk", ", ".join(parts)))
         rows.append(("built with", _built_with(status.get("options", {}), status.get("dense"))))
         if status.get("skipped_files"):
-            skipped = ", ".join(f"{v:,} {k}" for k, v in status["skipped_files"].items())
+            skipped = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in status["skipped_files"].items())
             rows.append(("skipped files", f"{skipped} (left out on purpose)"))
     cache = status.get("model_cache")
     if cache:
