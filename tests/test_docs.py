@@ -132,3 +132,13 @@ def test_plots_from_bench_json(tmp_path) -> None:
     assert plots.main(["--bench", str(tmp_path / "bench.json"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out/indexing.png").stat().st_size > 5000
     assert (tmp_path / "out/latency.png").stat().st_size > 5000
+
+
+def test_protocol_page_covers_every_lsp_command_and_notification() -> None:
+    from backstory.lsp import constants
+
+    text = (ROOT / "docs/protocol.md").read_text("utf-8")
+    names = [*constants.SERVER_COMMANDS, constants.UI_FIND_PRIOR_ART, constants.UI_SYMBOL_HISTORY]
+    names += [constants.STATUS_NOTIFICATION, constants.PROGRESS_TITLE]
+    for name in names:
+        assert f"`{name}`" in text or f'"{name}"' in text, name
