@@ -328,7 +328,7 @@ def test_cli_second_index_run_embeds_nothing(tmp_path) -> None:
     status = json.loads(cli("status", "--json", "-C", str(repo.path)))
     assert status["index"]["dense_coverage"] == 1.0 and status["states_bytes"] == 0  # no codec yet
     repo.commit("CSV export", {"export/csv.py": "import csv\n\ndef write_rows(fh, rows):\n    pass\n"})
-    assert "embedded 1 file unit(s)" in cli("index", str(repo.path))
+    assert "embedded 1 file change in" in cli("index", str(repo.path))
     assert json.loads(cli("status", "--json", "-C", str(repo.path)))["index"]["dense_coverage"] == 1.0
 
 
