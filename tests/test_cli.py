@@ -381,6 +381,7 @@ def test_why_words() -> None:
     assert why_words(r) == "your words in the message and the change; a similar change in src/x.py; a name it changed"
     assert why_words({"why": {"lanes": {"path": 1}}, "hunks": []}) == "your words in a file path"
     assert why_words({"provenance": "EXACT", "why": {}, "hunks": []}) == "changed this definition"
+    assert why_words({"why": {"lanes": {"diff": 1}}, "hunks": []}, "shared words") == "shared words in the change"
 
 
 def test_colours_on_a_terminal_and_no_color(indexed) -> None:

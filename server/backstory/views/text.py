@@ -102,21 +102,21 @@ def _where(hunks: list[dict[str, Any]], lane: str | None = None) -> str:
     return loc
 
 
-def why_words(r: dict[str, Any]) -> str:
+def why_words(r: dict[str, Any], words: str = "your words") -> str:
     """Why a result matched, in words: which lanes found it, best first.
 
     ``{"diff": 3, "message": 1, "dense": 2}`` reads "your words in the message and the change; a similar
-    change in src/x.py"."""
+    change in src/x.py". Prior art's query is the definition's code: its matches are "shared words"."""
     if r.get("provenance") == "EXACT":
         return "changed this definition"
     lanes: dict[str, int] = r.get("why", {}).get("lanes", {})
     ordered = sorted(lanes, key=lambda lane: (lanes[lane], lane))
-    words = [_WORDS[lane] for lane in ordered if lane in _WORDS]
+    places = [_WORDS[lane] for lane in ordered if lane in _WORDS]
     parts: list[str] = []
     for lane in ordered:
-        if lane in _WORDS and words:
-            parts.append(f"your words in {_and(words)}")
-            words = []
+        if lane in _WORDS and places:
+            parts.append(f"{words} in {_and(places)}")
+            places = []
         elif lane == "symbol":
             parts.append("a name it changed")
         elif lane == "dense":
@@ -126,7 +126,9 @@ def why_words(r: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _commit(r: dict[str, Any], out: TextIO, st: Style, now: float, hunks: bool, why: bool, room: int | None) -> None:
+def _commit(
+    r: dict[str, Any], out: TextIO, st: Style, now: float, hunks: bool, why: str | None, room: int | None
+) -> None:
     c = r["commit"]
     first = f"{st.sha(c['short_sha'])}  {st.subject(_cut(c['subject'], None if room is None else room - 9))}"
     out.write(first + "\n")
@@ -135,9 +137,9 @@ def _commit(r: dict[str, Any], out: TextIO, st: Style, now: float, hunks: bool, 
     if where and not hunks:
         details.append(where)
     if why:
-        words = why_words(r)
-        if words:
-            details.append(words)
+        reason = why_words(r, why)
+        if reason:
+            details.append(reason)
     line = " · ".join(details)
     out.write("         " + st.dim(_cut(line, None if room is None else room - 9)) + "\n")
     if hunks:
@@ -159,8 +161,14 @@ def _hunk(h: dict[str, Any], out: TextIO, st: Style, excerpt_lines: int = 8) -> 
 
 
 def _commits(
-    rows: Iterable[dict[str, Any]], out: TextIO, st: Style, hunks: bool, why: bool = True, now: float | None = None
+    rows: Iterable[dict[str, Any]],
+    out: TextIO,
+    st: Style,
+    hunks: bool,
+    why: str | None = "your words",
+    now: float | None = None,
 ) -> None:
+    """Commits, two lines each; ``why`` names what matched ("your words", "shared words"), None = no why."""
     now = time.time() if now is None else now
     room = _width(out)
     for r in rows:
@@ -195,11 +203,11 @@ def print_results(result: dict[str, Any], out: TextIO, *, hunks: bool = False, c
         out.write(st.subject(f"{s['name']}") + st.dim(f"  {s['kind']}, {s['path']}:{s['start']}-{s['end']}") + "\n")
         if exact:
             out.write(st.exact(f"Changes to {s['name']} (exact history, newest first):") + "\n")
-    _commits(exact, out, st, hunks, why=False)
+    _commits(exact, out, st, hunks, why=None)
     if related:
         if exact or result.get("symbol"):
             out.write(("\n" if exact and not hunks else "") + st.exact("Related elsewhere:") + "\n")
-        _commits(related, out, st, hunks)
+        _commits(related, out, st, hunks, why="shared words" if result.get("symbol") else "your words")
     for line in notes(result.get("_meta", {})):
         out.write(st.warn(line) + "\n")
 
@@ -217,7 +225,7 @@ def print_history(result: dict[str, Any], out: TextIO, *, hunks: bool = False, c
         + ("" if n < 2 else st.dim(", newest first"))
         + "\n"
     )
-    _commits(result["commits"], out, st, hunks, why=False)
+    _commits(result["commits"], out, st, hunks, why=None)
     for line in notes(result.get("_meta", {}), dense_expected=False):
         out.write(st.warn(line) + "\n")
 
