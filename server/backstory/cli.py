@@ -99,7 +99,7 @@ def _parser(tuning_help: bool | None = None) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     p.add_argument("--version", action="version", version=f"backstory {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
     def command(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
         text = textwrap.fill(description or help[0].upper() + help[1:] + ".", width=100)
