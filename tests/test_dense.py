@@ -327,12 +327,12 @@ def test_cli_second_index_run_embeds_nothing(tmp_path) -> None:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
-    assert "embedded 2 file unit(s)" in cli("index", str(repo.path))
-    assert "embedded 0 file unit(s)" in cli("index", str(repo.path))
+    assert "embedded 2 file changes" in cli("index", str(repo.path))
+    assert "embedded 0 file changes" in cli("index", str(repo.path))
     status = json.loads(cli("status", "--json", "-C", str(repo.path)))
     assert status["index"]["dense_coverage"] == 1.0 and status["states_bytes"] == 0  # no codec yet
     repo.commit("CSV export", {"export/csv.py": "import csv\n\ndef write_rows(fh, rows):\n    pass\n"})
-    assert "embedded 1 file unit(s)" in cli("index", str(repo.path))
+    assert "embedded 1 file change in" in cli("index", str(repo.path))
     assert json.loads(cli("status", "--json", "-C", str(repo.path)))["index"]["dense_coverage"] == 1.0
 
 
@@ -344,10 +344,10 @@ def test_damaged_vector_file_is_a_clear_error_and_rebuild_fixes_it(dense_repo, e
         embed_pending(store, embedder)
     cli = [sys.executable, "-m", "backstory", "index", str(path), "--no-messages"]  # as the fixture was built
     proc = subprocess.run(cli, capture_output=True, text=True)
-    assert proc.returncode == 1 and "is unreadable" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 4 and "is unreadable" in proc.stderr and "Traceback" not in proc.stderr
     assert store.vectors_path.read_bytes() == b"\x00garbage" * 10  # left as it is, like a damaged catalogue
     proc = subprocess.run([*cli, "--rebuild"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "embedded 4 file unit(s)" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and "embedded 4 file changes" in proc.stdout, proc.stderr
 
 
 def test_dense_phase_survives_kill_9(tmp_path, embedder) -> None:

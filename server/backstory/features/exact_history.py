@@ -25,7 +25,7 @@ def exact_commits(
     engine: Engine, path: str, start: int, end: int, limit: int | None = EXACT_LIMIT, head: str | None = None
 ) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
-    every diff and rename the way ``git log -L start,end:path`` does; newest first.
+    every diff and rename the way ``git log -L start,end:path`` does; newest first (author date).
 
     The ranges are carried from child to parent through the graph with git's line-log rules (see
     :mod:`backstory.history.linelog`); at a merge, the first parent that did not change them takes them alone,
@@ -117,6 +117,8 @@ def exact_commits(
             picked.append((sha, hits))
     commits = catalog.commit_rows([sha for sha, _ in picked])
     hunk_rows = catalog.hunk_rows([u for _, us in picked for u in us])
+    # the walk is children-first; shown newest first by the date shown (author date), the walk's order breaking ties
+    picked.sort(key=lambda p: -commits[p[0]]["author_time"])
     return [
         {
             "provenance": "EXACT",

@@ -115,6 +115,14 @@ class Catalog:
         except (sqlite3.Error, StoreError):
             return []
 
+    def pending_commits(self) -> int:
+        """Commits a killed run left half-written (``pending``): the next run redoes them."""
+        return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='pending'").fetchone()[0])
+
+    def pending_merge_diffs(self) -> int:
+        """Merge paths whose diffs against their parents are not stored yet (the merges phase fills them)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM merge_paths WHERE ops IS NULL").fetchone()[0])
+
     def skipped_totals(self) -> dict[str, int]:
         """Files left out on purpose, summed over commits by reason."""
         totals: dict[str, int] = {}

@@ -63,6 +63,11 @@ def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommi
     return top
 
 
+def _indexer(pid: int) -> str:
+    """Names the process writing the index, for hints."""
+    return f"an indexer (process {pid})" if pid > 0 else "an indexer"
+
+
 class Engine:
     def __init__(
         self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
@@ -199,9 +204,12 @@ class Engine:
                 set(),
                 "the repository is empty",
             )
-        info: dict[str, Any] = {"path": str(self.store.path), "head": head}
+        writer = self.store.writer_pid()
+        info: dict[str, Any] = {"path": str(self.store.path), "head": head, "indexer_pid": writer}
         if not self.store.exists():
             info.update(indexed_commits=0, commits_behind_head=None, last_indexed_commit=None, indexed_at=None)
+            if writer is not None:
+                return info, set(), f"{_indexer(writer)} is building the index; search again when it has finished"
             return info, set(), "no index yet: run `backstory index`"
         allowed, behind = indexed_reachable(self.store, self.repo, head)
         if self.catalog.commit_state(head) == "indexed":
@@ -218,9 +226,15 @@ class Engine:
         )
         hint = None
         if count == 0:
-            hint = "the index is empty: run `backstory index`"
+            hint = (
+                f"{_indexer(writer)} is building the index; search again when it has finished"
+                if writer is not None
+                else "the index is empty: run `backstory index`"
+            )
         elif behind:
-            hint = f"the index is {behind} commit(s) behind HEAD: run `backstory index`"
+            hint = f"the index is {behind} commit(s) behind HEAD: " + (
+                f"{_indexer(writer)} is adding them" if writer is not None else "run `backstory index`"
+            )
         return info, allowed, hint
 
     # -- search -----------------------------------------------------------------------------------------------
@@ -385,20 +399,35 @@ class Engine:
         return bool(self.manifest().get("options", {}).get("no_messages"))
 
     def status(self) -> dict[str, Any]:
+        """What is indexed, what each phase still has to do, disk use per component and the next step (the
+        shape ``backstory status --json`` prints, docs/protocol.md)."""
         info, _allowed, hint = self.freshness()
         out: dict[str, Any] = {"repo": str(self.root), "index": info, "hint": hint}
+        behind = info.get("commits_behind_head")
         if self.store.exists():
             m = self.manifest()
+            units, pending_units = self.catalog.unit_count(), self.catalog.pending_units()
+            sizes = self.store.component_sizes()
+            states = self.catalog.states_bytes()
             out.update(
                 options=m.get("options", {}),
                 dense=m.get("dense"),
                 created_at=m.get("created_at"),
                 hunks=self.catalog.hunk_count(),
-                files=self.catalog.unit_count(),
+                files=units,
                 skipped_files=self.catalog.skipped_totals(),
-                size_bytes=self.store.size_bytes(),
-                states_bytes=self.catalog.states_bytes(),
+                size_bytes=sum(sizes.values()),
+                states_bytes=states,
+                disk={**sizes, "rerank_states": states},
+                pending={
+                    "history": (behind or 0) if behind is not None else None,
+                    "interrupted": self.catalog.pending_commits(),
+                    "merges": self.catalog.pending_merge_diffs(),
+                    "dense": pending_units,
+                },
+                embedded_files=units - pending_units,
             )
+        out["next"] = _next_step(out)
         return out
 
     def close(self) -> None:
@@ -411,3 +440,26 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _next_step(status: dict[str, Any]) -> str:
+    """The one thing to do next, in words, for ``status``."""
+    info = status["index"]
+    writer = info.get("indexer_pid")
+    if info.get("head") is None:
+        return "commit something: the repository has no commits yet"
+    if writer is not None:
+        return f"wait: {_indexer(writer)} is updating the index (search already answers from what is indexed)"
+    if "pending" not in status:
+        return "run `backstory index` to build the index"
+    pending = status["pending"]
+    todo = []
+    if pending.get("history"):
+        todo.append(f"add the {pending['history']:,} commit(s) behind HEAD")
+    if pending.get("merges"):
+        todo.append(f"diff {pending['merges']:,} merge file(s)")
+    if pending.get("dense"):
+        todo.append(f"embed {pending['dense']:,} file change(s)")
+    if todo:
+        return "run `backstory index` to " + " and ".join(todo)
+    return "nothing: the index is up to date with HEAD"
