@@ -114,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--no-dense", action="store_true")
     q.add_argument("--lanes", help="comma-separated subset of lanes (diff,message,path,symbol,dense)")
     q.add_argument("--at", help="PATH:LINE: prior art for the symbol at this position")
+    q.add_argument(
+        "--changes", nargs="?", const="", default=None, metavar="REV|REV..REV",
+        help="prior art for a change: the uncommitted changes (default), a commit, or a range",
+    )  # fmt: skip
     q.add_argument("--batch", help="file with one query per line ('-' = stdin); one JSON line out per query")
     q.add_argument("--json", action="store_true")
 
@@ -263,7 +267,11 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
                 _dump(engine.search(text, opts) if text.strip() else {"query": text, "results": [], "_meta": {}})
                 sys.stdout.flush()
         return 0
-    if args.at:
+    if args.changes is not None:
+        from .features.changes import prior_art_for_changes
+
+        result = prior_art_for_changes(engine, opts, args.changes or None)
+    elif args.at:
         from .features.prior_art import prior_art
 
         result = prior_art(engine, _position(engine, args.at), opts)
