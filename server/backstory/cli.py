@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
         "--changes", nargs="?", const="", default=None, metavar="REV|REV..REV",
         help="prior art for a change: the uncommitted changes (default), a commit, or a range",
     )  # fmt: skip
+    q.add_argument(
+        "--hide-reverted", action="store_true", help="leave out commits that were reverted (and not re-applied)"
+    )
     q.add_argument("--batch", help="file with one query per line ('-' = stdin); one JSON line out per query")
     q.add_argument("--json", action="store_true")
 
@@ -243,7 +246,7 @@ def _search_options(args: argparse.Namespace) -> Any:
         raise ValueError(f"--dense-pool must be 0 or more, not {args.dense_pool}")
     return SearchOptions(
         k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion,
-        second_stage=args.second_stage, dense_pool=args.dense_pool,
+        second_stage=args.second_stage, dense_pool=args.dense_pool, hide_reverted=args.hide_reverted,
     )  # fmt: skip
 
 

@@ -117,7 +117,7 @@ def exact_commits(
             picked.append((sha, hits))
     commits = catalog.commit_rows([sha for sha, _ in picked])
     hunk_rows = catalog.hunk_rows([u for _, us in picked for u in us])
-    return [
+    out = [
         {
             "provenance": "EXACT",
             "commit": results.commit_json(commits[sha]),
@@ -125,6 +125,8 @@ def exact_commits(
         }
         for sha, uids in picked
     ]
+    results.attach_consequences(out, catalog)
+    return out
 
 
 def _through_merge(

@@ -328,6 +328,9 @@ class Engine:
         final.sort(key=lambda t: (-round(t[0], 9), t[1]))
         by_sha = {c.sha: c for c in top}
         ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(list(by_sha)))
+        if opts.hide_reverted:
+            fates = self.catalog.consequences([sha for sha, _twins in ranked])
+            ranked = [t for t in ranked if not results.stands_reverted([k for k, _by in fates.get(t[0], [])])]
         shown = ranked[: opts.k]
         score_of = {sha: score for score, sha, _f in final}
         hunk_rows = self.catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
@@ -346,6 +349,7 @@ class Engine:
             hit = results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score_of[sha], why)
             hit["twins"] = [results.commit_json(twin_rows[t]) for t in twins]
             out.append(hit)
+        results.attach_consequences(out, self.catalog)
         return out
 
     def candidate_features(

@@ -6,9 +6,11 @@ import datetime as dt
 import time
 from typing import Any, TextIO
 
+from .consequences import consequence_line
+
 
 def _age(date: str) -> str:
-    from ..search.render import relative_age
+    from .age import relative_age
 
     return relative_age(int(dt.datetime.fromisoformat(date).timestamp()), time.time())
 
@@ -37,6 +39,8 @@ def _commit_block(r: dict[str, Any], out: TextIO, excerpt_lines: int = 6) -> Non
     if "why" in r:
         out.write(f"  why: {_why(r['why'])}")
     out.write("\n")
+    if r.get("consequences"):
+        out.write(f"    {consequence_line(r['consequences'])}\n")
     for h in r.get("hunks", []):
         out.write(_hunk_line(h) + "\n")
         for line in h["excerpt"].split("\n")[1 : 1 + excerpt_lines]:
