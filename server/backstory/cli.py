@@ -173,6 +173,13 @@ def _parser(tuning_help: bool | None = None) -> argparse.ArgumentParser:
     q.add_argument(
         "--no-dense", action="store_true", help="keyword lanes only: no embedding model is loaded (faster start)"
     )
+    q.add_argument(
+        "--changes", nargs="?", const="", default=None, metavar="REV|REV..REV",
+        help="prior art for a change instead of TEXT: the uncommitted changes (default), a commit, or a range",
+    )  # fmt: skip
+    q.add_argument(
+        "--hide-reverted", action="store_true", help="leave out commits that were reverted (and not re-applied)"
+    )
     q.add_argument("--hunks", "-v", action="store_true", help="show each commit's matching hunks")
     color(q)
     q.add_argument("--json", action="store_true", help="print the result as JSON (docs/protocol.md)")
@@ -376,11 +383,11 @@ def _search_options(args: argparse.Namespace) -> Any:
             raise UsageError(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; lanes are {', '.join(known)}")
     if args.dense_pool < 0:
         raise UsageError(f"--dense-pool must be 0 or more, not {args.dense_pool}")
-    if not args.batch and not args.at and not (args.text and args.text.strip()):
-        raise UsageError("give a query TEXT, --at PATH:LINE or --batch FILE")
+    if not args.batch and not args.at and args.changes is None and not (args.text and args.text.strip()):
+        raise UsageError("give a query TEXT, --at PATH:LINE, --changes [REV] or --batch FILE")
     return SearchOptions(
         k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion,
-        second_stage=args.second_stage, dense_pool=args.dense_pool,
+        second_stage=args.second_stage, dense_pool=args.dense_pool, hide_reverted=args.hide_reverted,
     )  # fmt: skip
 
 
@@ -414,7 +421,11 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
                 _dump(engine.search(text, opts) if text.strip() else {"query": text, "results": [], "_meta": {}})
                 sys.stdout.flush()
         return EXIT_OK
-    if args.at:
+    if args.changes is not None:
+        from .features.changes import prior_art_for_changes
+
+        result = prior_art_for_changes(engine, opts, args.changes or None)
+    elif args.at:
         from .features.prior_art import prior_art
 
         result = prior_art(engine, _position(engine, args.at), opts)

@@ -119,7 +119,7 @@ def exact_commits(
     hunk_rows = catalog.hunk_rows([u for _, us in picked for u in us])
     # the walk is children-first; shown newest first by the date shown (author date), the walk's order breaking ties
     picked.sort(key=lambda p: -commits[p[0]]["author_time"])
-    return [
+    out = [
         {
             "provenance": "EXACT",
             "commit": results.commit_json(commits[sha]),
@@ -127,6 +127,8 @@ def exact_commits(
         }
         for sha, uids in picked
     ]
+    results.attach_consequences(out, catalog)
+    return out
 
 
 def _through_merge(

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..models.passages import file_passage
 from ..models.states import StateCodec
-from . import unit_states
+from . import relations, unit_states
 from .store import Store, StoreError
 
 CHUNK = 500
@@ -238,6 +238,16 @@ class Catalog:
             path = f["path"] if f["old_path"] == f["path"] else f"{f['old_path']} -> {f['path']}"
             out.append(file_passage(path, syms.get(fid, []), subjects.get(f["sha"]), excerpts.get(fid, [])))
         return out
+
+    # -- what became of commits ------------------------------------------------------------------------------
+
+    def consequences(self, shas: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """(kind, later commit) of what happened to each commit: reverted, reapplied, fixed, cherry-picked
+        (``index/relations.py``); commits with none are left out."""
+        try:
+            return relations.consequences(self._db, shas)
+        except sqlite3.OperationalError:  # a read-only catalogue made before the tables existed
+            return {}
 
     # -- token states ---------------------------------------------------------------------------------------
 

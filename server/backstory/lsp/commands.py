@@ -69,6 +69,7 @@ def _options(ls: BackstoryServer, obj: dict[str, Any]) -> SearchOptions:
     return SearchOptions(
         k=k, filters=filters, rerank=ls.options.rerank and obj.get("rerank", True) is not False,
         recency_weight=ls.options.recencyWeight, second_stage=ls.options.secondStage,
+        hide_reverted=obj.get("hideReverted") is True,
     )  # fmt: skip
 
 

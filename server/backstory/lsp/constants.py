@@ -6,7 +6,8 @@ SYMBOL_HISTORY = "backstory.symbolHistory"
 SHOW_COMMIT = "backstory.showCommit"
 REINDEX = "backstory.reindex"
 STATUS = "backstory.status"
-SERVER_COMMANDS = (FIND_PRIOR_ART, SEARCH, SYMBOL_HISTORY, SHOW_COMMIT, REINDEX, STATUS)
+FIND_PRIOR_ART_FOR_CHANGES = "backstory.findPriorArtForChanges"
+SERVER_COMMANDS = (FIND_PRIOR_ART, SEARCH, SYMBOL_HISTORY, SHOW_COMMIT, REINDEX, STATUS, FIND_PRIOR_ART_FOR_CHANGES)
 
 # carried by code actions, implemented by the clients (not in executeCommandProvider)
 UI_FIND_PRIOR_ART = "backstory.ui.findPriorArt"

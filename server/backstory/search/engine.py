@@ -354,6 +354,9 @@ class Engine:
         sizes = Counter(commits[sha]["n_hunks"] for sha in by_sha)  # twins have as many hunks: digest only those
         maybe_twins = [sha for sha in by_sha if commits[sha]["n_hunks"] and sizes[commits[sha]["n_hunks"]] > 1]
         ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(maybe_twins))
+        if opts.hide_reverted:
+            fates = self.catalog.consequences([sha for sha, _twins in ranked])
+            ranked = [t for t in ranked if not results.stands_reverted([k for k, _by in fates.get(t[0], [])])]
         shown = ranked[: opts.k]
         score_of = {sha: score for score, sha, _f in final}
         hunk_rows = self.catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
@@ -372,6 +375,7 @@ class Engine:
             hit = results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score_of[sha], why)
             hit["twins"] = [results.commit_json(twin_rows[t]) for t in twins]
             out.append(hit)
+        results.attach_consequences(out, self.catalog)
         return out
 
     def candidate_features(

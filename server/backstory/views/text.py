@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from .age import relative_age
+from .consequences import consequence_line
 
 # what each lane found, in words: (kind, the words of that kind)
 _WORDS = {"diff": "the change", "message": "the message", "path": "a file path"}
@@ -142,6 +143,11 @@ def _commit(
             details.append(reason)
     line = " · ".join(details)
     out.write("         " + st.dim(_cut(line, None if room is None else room - 9)) + "\n")
+    if r.get("consequences"):
+        out.write("         " + consequence_line(r["consequences"]) + "\n")
+    if r.get("twins"):
+        twins = ", ".join(t["short_sha"] for t in r["twins"])
+        out.write("         " + st.dim(f"the same change also as {twins}") + "\n")
     if hunks:
         for h in r.get("hunks", []):
             _hunk(h, out, st)
