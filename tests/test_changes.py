@@ -16,7 +16,9 @@ from test_cli import ok
 
 
 def changes(path: Path, *extra: str) -> dict[str, Any]:
-    return json.loads(ok("query", "-C", str(path), "--json", "--no-dense", "--no-rerank", "--changes", *extra))
+    """The JSON of ``query --changes``: exit 0 with results, 1 without (cli.EXIT_NO_RESULTS)."""
+    out = ok("query", "-C", str(path), "--json", "--no-dense", "--no-rerank", "--changes", *extra, code=(0, 1))
+    return json.loads(out)
 
 
 @pytest.fixture

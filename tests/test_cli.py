@@ -181,7 +181,7 @@ def test_deterministic_results(indexed) -> None:
         (("query", "x", "--since", "yesterday-ish"), 2, "cannot understand the date"),
         (("query", "x", "-k", "0"), 2, "-k must be at least 1"),
         (("query", "x", "-k", "ten"), 2, "expected a whole number, got 'ten'"),
-        (("query", "   "), 2, "give a query TEXT, --at PATH:LINE or --batch FILE"),
+        (("query", "   "), 2, "give a query TEXT, --at PATH:LINE, --changes [REV] or --batch FILE"),
         (("show", "zzzz"), 4, "not a commit id, branch or tag"),
         (("show", "abcdef12"), 4, "no commit starting with"),
         (("history", "nope.py:1"), 4, "not in HEAD"),
