@@ -99,9 +99,11 @@ UNIT_TESTS = [
     "hunk_location",
     "why",
     "item",
-    "entries: prior-art (exact list + results, de-duplicated)",
+    "entries: prior art first, the exact history as one group",
     "entries: exact as a symbol-history object, history, search",
+    "partial",
     "qf_items",
+    "buffer names",
     "hunk_line",
     "status_text",
     "status_summary",
@@ -114,10 +116,11 @@ UNIT_TESTS = [
     "config invalid values fall back to defaults",
     "config errors are reported once",
     "lsp/backstory.lua resolves through vim.lsp.config",
-    "ui.show_commit scratch buffer",
+    "ui.show_commit buffer",
     "ui.quickfix",
-    "ui.pick formats items through vim.ui.select",
+    "ui.pick formats items through vim.ui.select; a group opens a second list",
     ":Backstory without a server warns instead of failing",
+    'an enabled server that is not installed: one message naming the fix, not "not enabled"',
 ]
 
 
@@ -173,6 +176,7 @@ def fetch_with_retry(url, attempts=5, delay=0.5):
         response = get(url)
         if response is not None:
             return response
+        # wait a little longer after each failure
         time.sleep(delay)
         delay *= 2
     return None
@@ -270,6 +274,29 @@ def symbol_line(repo: Path) -> int:
     return next(i for i, line in enumerate(lines, 1) if line.startswith(f"def {SYMBOL}"))
 
 
+def at(repo: Path, needle: str, offset: int = 0) -> tuple[int, int]:
+    """1-based line and 0-based byte column of ``needle`` in src/http_client.py (plus ``offset``)."""
+    text = (repo / "src/http_client.py").read_text()
+    i = text.index(needle)
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + offset
+
+
+def hovers(repo: Path) -> list[dict[str, object]]:
+    cases = [
+        ("a keyword", "for attempt", 0, None),
+        ("a comment", "# wait a little", 4, None),
+        ("a parameter", "range(attempts)", 7, None),
+        ("a local", "return response", 8, None),
+        ("the definition", f"def {SYMBOL}", 6, f"Past changes to `{SYMBOL}`"),
+        ("a call resolved in the same file", "get(url)", 1, "Past changes to `get`"),
+    ]
+    out: list[dict[str, object]] = []
+    for what, needle, offset, expect in cases:
+        line, col = at(repo, needle, offset)
+        out.append({"what": what, "line": line, "col": col, "expect": expect})
+    return out
+
+
 def e2e(
     repo: Path,
     tmp: Path,
@@ -288,6 +315,7 @@ def e2e(
         "BACKSTORY_DIFF_LINE": DIFF_LINE,
         "BACKSTORY_SEARCH": SEARCH,
         "BACKSTORY_TIMEOUT_MS": str(timeout_ms),
+        "BACKSTORY_HOVERS": json.dumps(hovers(repo)),
         **(extra_env or {}),
     }
     return run_lua("e2e.lua", tmp, env, cwd=repo, timeout=120)
@@ -297,15 +325,17 @@ E2E_TESTS = [
     "client attaches",
     "server reports ready",
     "statusline",
-    "prior-art offers the commit",
+    "prior art first; the exact history is one entry that opens a second list",
     "choosing opens the commit diff",
-    "prior-art with bang fills the quickfix list",
+    "the diff view: the file before/after the commit, side by side",
+    "prior-art with bang: quickfix entries open the commit at the hunk",
     "prior-art on a selection",
     "prior-art on a charwise selection",
     "history of the symbol",
     "search",
     "show {sha} with completion",
-    "hover shows past changes",
+    "hover: on a definition and a resolved call, never on a keyword, comment or parameter",
+    "the hover's entries: :Backstory actions",
     "code actions offer prior art and run through vim.lsp.buf.code_action",
     "status and reindex commands",
     "checkhealth backstory",

@@ -37,7 +37,7 @@ T.test("sourcing twice is harmless", function()
 end)
 
 T.test("completion", function()
-  T.eq({ "prior-art", "search", "history", "show", "reindex", "status" }, vim.fn.getcompletion("Backstory ", "cmdline"))
+  T.eq({ "prior-art", "search", "history", "actions", "diff", "file", "show", "reindex", "status" }, vim.fn.getcompletion("Backstory ", "cmdline"))
   T.eq({ "search", "show", "status" }, vim.fn.getcompletion("Backstory s", "cmdline"))
   T.eq({ "reindex" }, vim.fn.getcompletion("Backstory! re", "cmdline"))
 end)

@@ -15,7 +15,7 @@ from dulwich.objectspec import parse_commit
 from dulwich.repo import Repo
 
 from .. import symbols
-from ..history.model import CommitDiff, CommitInfo, FileDiff
+from ..history.model import CommitDiff, CommitInfo, FileDiff, Hunk
 from ..history.policy import PathPolicy
 from ..history.reader import read_commit
 from ..history.repo import HistoryError, commit_info, head_sha, shallow_roots
@@ -233,8 +233,7 @@ def _render(
             pos: dict[str, object] = {"path": f.path, "new_start": h.new_start, "old_start": h.old_start}
             hunks.append({**pos, **({"parent": parent} if parent else {}), "line": len(lines)})
             excerpt = h.excerpt.split("\n")
-            first_added = h.added_lines[0] if h.added_lines else None
-            where = context.of(first_added, h.removed_lines[0] if h.removed_lines else None)
+            where = context.of(h)
             if where and excerpt and excerpt[0].startswith("@@"):
                 excerpt[0] = f"{excerpt[0]} {where}"
             lines.extend(excerpt)
@@ -271,11 +270,23 @@ class _FunctionContext:
             self.sides[side] = defs
         return self.sides[side]
 
-    def of(self, added: int | None, removed: int | None) -> str:
-        side, line = ("new", added) if added is not None else ("old", removed)
-        if line is None or self.f.language not in symbols.supported_languages():
+    def of(self, h: Hunk) -> str:
+        """The signature of the definition the hunk's first changed line that is not blank sits in (the new side
+        for an addition, the old side for a removal), else of the last definition that starts before it."""
+        if self.f.language not in symbols.supported_languages():
             return ""
-        d = symbols.innermost_definition(self._defs(side), line)
+        excerpt = h.excerpt.split("\n")[1:]
+        added = [t[1:] for t in excerpt if t.startswith("+")]
+        removed = [t[1:] for t in excerpt if t.startswith("-")]
+        side, numbers, texts = ("new", h.added_lines, added) if h.added_lines else ("old", h.removed_lines, removed)
+        if not numbers:
+            return ""
+        line = next((n for n, t in zip(numbers, texts, strict=False) if t.strip()), numbers[0])
+        defs = self._defs(side)
+        d = symbols.innermost_definition(defs, line)
+        if d is None:
+            before = [x for x in defs if x.start_line < line]
+            d = max(before, key=lambda x: (x.start_line, -x.end_line)) if before else None
         return d.signature if d is not None else ""
 
 

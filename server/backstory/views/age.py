@@ -5,9 +5,9 @@ of cases is tests/data/ages.json):
 
 - less than a minute (or up to a minute in the future: clock skew): "just now"
 - further in the future: the date itself, YYYY-MM-DD (UTC)
-- then the largest unit that fits, counted down (floor): minutes below an hour, hours below a day, days below a
-  week, weeks below 30 days, months (of 30.4375 days, at most 11) below 365 days, years (of 365.25 days) beyond;
-  "1 day ago", "2 weeks ago", "7 months ago", "2 years ago".
+- then the largest unit that fits, counted down in whole units (integer division, no rounding up): minutes below
+  an hour, hours below a day, days below a week, weeks below 30 days, months of 30 days (at most 11) below 365
+  days, years of 365 days beyond: "1 day ago", "2 weeks ago", "7 months ago", "2 years ago".
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def relative_age(ts: float, now: float) -> str:
     if days < 30:
         return _say(days // 7, "week")
     if days < 365:
-        return _say(min(11, max(1, int(days / 30.4375))), "month")
-    return _say(max(1, int(days / 365.25)), "year")
+        return _say(min(11, days // 30), "month")
+    return _say(days // 365, "year")
 
 
 def age_of(iso: str, now: float) -> str:
