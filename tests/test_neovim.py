@@ -121,6 +121,7 @@ UNIT_TESTS = [
     "ui.pick formats items through vim.ui.select; a group opens a second list",
     ":Backstory without a server warns instead of failing",
     'an enabled server that is not installed: one message naming the fix, not "not enabled"',
+    "a server that starts and exits: one message, and :Backstory says it exited",
 ]
 
 
@@ -384,3 +385,96 @@ def real_run(repo, tmp_path_factory):
 def test_real_server_e2e(real_run, name):
     data, proc = real_run
     check(data, proc, name)
+
+
+# --- partial results, reindex completion, a subfolder workspace -------------------------------------------
+
+LATE = "Retry three times by default"
+
+PARTIAL_TESTS = [
+    "the workspace folder is a subfolder of the repository",
+    "while another indexer holds the lock: the status line says indexing",
+    "partial results are labelled in the picker and the quickfix list",
+    "the lock is released: reindex reports when it is done",
+    "complete answers: no partial label, the newest commit in the exact history",
+    "a subfolder workspace gets the exact history",
+]
+
+
+@pytest.fixture(scope="module")
+def partial_run(tmp_path_factory):
+    """A repository the CLI indexed before its newest commit; the Lua script holds the index's write lock."""
+    problem = server_problem()
+    if problem:
+        pytest.fail(f"the Backstory server is not usable: {problem}")
+    tmp = tmp_path_factory.mktemp("partial")
+    repo = tmp / "repo"
+    repo.mkdir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    base.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    git(repo, "init", "-q", "-b", "main", env=base)
+
+    def commit(author: str, email: str, date: str, subject: str, files: dict[str, str]) -> None:
+        for path, content in files.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(content)
+            git(repo, "add", path, env=base)
+        env = dict(base, GIT_AUTHOR_NAME=author, GIT_AUTHOR_EMAIL=email, GIT_AUTHOR_DATE=date)
+        env.update(GIT_COMMITTER_NAME=author, GIT_COMMITTER_EMAIL=email, GIT_COMMITTER_DATE=date)
+        git(repo, "commit", "-q", "-m", subject, env=env)
+
+    for c in COMMITS:
+        commit(*c)
+    subprocess.run([str(BACKSTORY), "index", "--no-dense", str(repo)], check=True, capture_output=True, timeout=120)
+    late = (repo / "src/http_client.py").read_text().replace("attempts=5", "attempts=3")
+    commit("Ada Lovelace", "ada@example.com", "2024-06-01T09:00:00+00:00", LATE, {"src/http_client.py": late})
+    env = {
+        "BACKSTORY_CMD": json.dumps([str(BACKSTORY), "serve"]),
+        "BACKSTORY_FILE": str(repo / "src/http_client.py"),
+        "BACKSTORY_LINE": str(symbol_line(repo)),
+        "BACKSTORY_SYMBOL": SYMBOL,
+        "BACKSTORY_SUBJECT": SUBJECT,
+        "BACKSTORY_LATE": LATE,
+        "BACKSTORY_LOCK": str(repo / ".git" / "backstory" / "write.lock"),
+        "BACKSTORY_ROOT": str(repo / "src"),
+        "BACKSTORY_TIMEOUT_MS": "30000",
+    }
+    return run_lua("partial.lua", tmp, env, cwd=repo / "src", timeout=240)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("name", PARTIAL_TESTS)
+def test_partial_results_reindex_and_subfolder(partial_run, name):
+    data, proc = partial_run
+    check(data, proc, name)
+
+
+# --- screenshots for the documentation ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(not os.environ.get("BACKSTORY_SCREENSHOTS"), reason="set BACKSTORY_SCREENSHOTS=DIR (e.g. docs/images)")
+def test_screenshots(repo, tmp_path_factory):
+    """Neovim as the user sees it (hover, prior art, history, commit, diff, quickfix), rendered to PNGs in
+    $BACKSTORY_SCREENSHOTS by a UI client that attaches to `nvim --embed` (tests/nvim/screenshots.lua)."""
+    problem = server_problem()
+    if problem:
+        pytest.fail(f"the Backstory server is not usable: {problem}")
+    out = Path(os.environ["BACKSTORY_SCREENSHOTS"]).resolve()
+    env = {
+        "BACKSTORY_CMD": json.dumps([str(BACKSTORY), "serve"]),
+        "BACKSTORY_FILE": str(repo / "src/http_client.py"),
+        "BACKSTORY_LINE": str(symbol_line(repo)),
+        "BACKSTORY_SYMBOL": SYMBOL,
+        "BACKSTORY_SUBJECT": SUBJECT,
+        "BACKSTORY_DIFF_LINE": DIFF_LINE,
+        "BACKSTORY_PLUGIN": str(PLUGIN),
+        "BACKSTORY_SCREENSHOTS": str(out),
+    }
+    data, proc = run_lua("screenshots.lua", tmp_path_factory.mktemp("shots"), env, cwd=repo, timeout=380)
+    failed = [r for r in data["results"] if not r["ok"]]
+    assert not failed, f"{failed[0]['name']}: {failed[0]['err']}"
+    for name in ("nvim-hover.png", "nvim-prior-art.png", "nvim-history.png", "nvim-commit.png", "nvim-diff.png"):
+        assert (out / name).stat().st_size > 10_000, name

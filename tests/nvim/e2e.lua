@@ -306,7 +306,7 @@ T.test("prior-art with bang: quickfix entries open the commit at the hunk", func
   ok_or_fail(index, "subject not in quickfix: " .. vim.inspect(texts))
   vim.cmd("cclose")
   vim.api.nvim_set_current_win(src_win)
-  vim.cmd("cc " .. index)
+  vim.cmd("silent cc " .. index)
   local b = vim.api.nvim_get_current_buf()
   ok_or_fail(vim.api.nvim_buf_get_name(b):match("^backstory://%x+$"), "cc opened " .. vim.api.nvim_buf_get_name(b))
   ok_or_fail(vim.tbl_contains(vim.api.nvim_buf_get_lines(b, 0, -1, false), diff_line), "not the commit")

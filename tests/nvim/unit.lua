@@ -88,6 +88,7 @@ T.test("why", function()
   T.eq("src/http.py:10-21", format.why(entry()))
   T.eq("similar change in src/http.py (lines 10-21)", format.why(entry({ reason = "similar change in src/http.py" })))
   T.eq("message matches your words · src/http.py:10-21", format.why(entry({ reason = "message matches your words" })))
+  T.eq("similar code in this file (lines 10-21)", format.why(entry({ reason = "similar code in this file" })))
   T.eq("", format.why({ commit = {} }))
   T.eq("same function", format.why({ reason = "same function" }))
 end)
@@ -400,6 +401,20 @@ T.test("ui.quickfix", function()
   T.eq("backstory://9f1c2ab", vim.api.nvim_buf_get_name(qf.items[1].bufnr))
   T.eq("\\V\\^@@ -10,3 +10,12 @@", qf.items[1].pattern)
   T.eq("9f1c2ab", qf.items[1].module)
+  -- with the commit's text at hand: its buffer is filled and the entry points at the hunk's line
+  local sha = entry().commit.sha
+  ui.quickfix({ entry() }, "Backstory: prior art", false, {
+    [sha] = { sha = sha, text = COMMIT_TEXT, hunks = { { path = "src/http.py", new_start = 10, line = 12 } } },
+  })
+  qf = vim.fn.getqflist({ items = 1 })
+  T.eq(13, qf.items[1].lnum)
+  T.eq("", qf.items[1].pattern)
+  local b = qf.items[1].bufnr
+  T.eq("@@ -10,2 +10,3 @@", vim.api.nvim_buf_get_lines(b, 12, 13, false)[1])
+  vim.cmd("silent cc 1")
+  T.eq(b, vim.api.nvim_get_current_buf())
+  T.eq(13, vim.api.nvim_win_get_cursor(0)[1])
+  vim.cmd("bwipe!")
 end)
 
 T.test("ui.pick formats items through vim.ui.select; a group opens a second list", function()
@@ -470,6 +485,39 @@ T.test("an enabled server that is not installed: one message naming the fix, not
     T.eq(nil, n.msg:find("not enabled", 1, true))
   end
   T.eq(vim.log.levels.ERROR, notes[1].level)
+end)
+
+T.test("a server that starts and exits: one message, and :Backstory says it exited", function()
+  vim.cmd("filetype on")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir .. "/.git", "p")
+  vim.fn.writefile({ "#!/bin/sh", "echo 'backstory: broken install' >&2", "exit 3" }, dir .. "/backstory")
+  vim.fn.setfperm(dir .. "/backstory", "rwxr-xr-x")
+  vim.lsp.config("backstory", { cmd = { dir .. "/backstory", "serve" } })
+  vim.lsp.enable("backstory")
+  local notes = {}
+  local orig = vim.notify
+  vim.notify = function(msg, level)
+    table.insert(notes, { msg = msg, level = level })
+  end
+  vim.cmd("edit " .. dir .. "/x.py")
+  vim.wait(5000, function()
+    return #require("backstory.lsp").exits > 0
+  end, 20)
+  vim.wait(200, function()
+    return false
+  end, 20)
+  vim.cmd("Backstory prior-art")
+  vim.notify = orig
+  vim.lsp.enable("backstory", false)
+  local msgs = vim.tbl_map(function(n)
+    return n.msg
+  end, notes)
+  T.truthy(#require("backstory.lsp").exits > 0, "the exit was recorded")
+  local said = table.concat(msgs, "\n")
+  T.contains(said, "the language server exited (code 3)")
+  T.contains(said, "./scripts/setup")
+  T.eq(nil, said:find("not enabled", 1, true))
 end)
 
 T.finish()

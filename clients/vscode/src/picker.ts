@@ -71,7 +71,7 @@ export function whyLine(item: ResultItem): string {
   const more = files.size > 1 ? ` (+${files.size - 1} more file${files.size > 2 ? "s" : ""})` : "";
   const where = hunk ? hunkLocation(hunk) : "";
   const reason = item.reason ?? "";
-  if (reason && hunk && reason.includes(hunk.path)) {
+  if (reason && hunk && (reason.includes(hunk.path) || reason.includes("this file"))) {
     const lines = where.slice(hunk.path.length + 1);
     return `${reason}${lines ? ` (line${lines.includes("-") ? "s" : ""} ${lines})` : ""}${more}`;
   }

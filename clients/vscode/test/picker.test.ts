@@ -85,6 +85,7 @@ describe("why, in words", () => {
     const line = whyLine(item({ reason: "message matches your words" }));
     assert.equal(line, "message matches your words · src/http.py:10-21");
     assert.doesNotMatch(line, /#|rerank|learned|dense|`/);
+    assert.equal(whyLine(item({ reason: "similar code in this file" })), "similar code in this file (lines 10-21)");
   });
   it("mentions other files and survives a missing reason", () => {
     const many = item({ hunks: [{ path: "src/http.py", new_start: 1, new_lines: 3 }, { path: "b.py" }, { path: "c.py" }] });

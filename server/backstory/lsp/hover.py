@@ -123,7 +123,9 @@ def info_at(ls: BackstoryServer, state: RepoState, uri: str, text: str, pos: typ
 
 # -- markdown --------------------------------------------------------------------------------------------------
 
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>#|~"})
+# only what would change the markdown's structure (code spans, links, HTML): other escapes show literally in
+# clients that render markdown plainly (Neovim's hover float shows `\_`)
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`[]<>"})
 
 
 def _escape(text: str) -> str:

@@ -180,7 +180,7 @@ function M.why(entry)
   local where = M.hunk_location(hunk)
   local reason = present(entry.reason) and tostring(entry.reason) or ""
   local path = hunk and str(hunk.change == "delete" and hunk.old_path or hunk.path) or ""
-  if reason ~= "" and path ~= "" and reason:find(path, 1, true) then
+  if reason ~= "" and path ~= "" and (reason:find(path, 1, true) or reason:find("this file", 1, true)) then
     local lines = where:sub(#path + 2)
     return lines ~= "" and ("%s (line%s %s)"):format(reason, lines:find("-", 1, true) and "s" or "", lines) or reason
   end
@@ -346,9 +346,10 @@ function M.parse_buffer_name(name)
 end
 
 --- Quickfix items for entries, one per commit: each opens the commit view at its hunk (the buffer
---- `backstory://<sha>` and the hunk header's pattern), never a working-tree file.
+--- `backstory://<sha>` at the hunk header's line when known, else the header's search pattern), never a
+--- working-tree file.
 --- @param entries table[]
---- @param opts? {now?: integer}
+--- @param opts? {now?: integer, lnums?: table<string, integer>, bufnrs?: table<string, integer>}
 --- @return table[] items for setqflist()
 function M.qf_items(entries, opts)
   opts = opts or {}
@@ -370,11 +371,18 @@ function M.qf_items(entries, opts)
       user_data = { sha = sha, path = hunk and hunk.path or nil, new_start = hunk and hunk.new_start or nil },
       valid = 1,
     }
+    local lnum = opts.lnums and opts.lnums[sha]
     local pattern = M.hunk_pattern(hunk)
-    if pattern then
+    if lnum then
+      item.lnum = lnum
+    elseif pattern then
       item.pattern = pattern
     else
       item.lnum = 1
+    end
+    if opts.bufnrs and opts.bufnrs[sha] then
+      item.bufnr = opts.bufnrs[sha]
+      item.filename = nil
     end
     table.insert(items, item)
   end

@@ -141,7 +141,7 @@ function M.present(result, opts)
     return notify("nothing found for " .. opts.title .. (why and (" (" .. tostring(why) .. ")") or ""))
   end
   if opts.bang or cfg.quickfix then
-    ui.quickfix(entries, "Backstory: " .. opts.title .. note, opts.bang)
+    M.quickfix(entries, "Backstory: " .. opts.title .. note, opts.bang, opts.client, opts.bufnr)
     if opts.bang then
       return
     end
@@ -160,6 +160,26 @@ function M.present(result, opts)
       })
     end,
   })
+end
+
+--- Fill the quickfix list once every commit's text is fetched, so each entry points at its hunk's line.
+function M.quickfix(entries, title, open, client, bufnr)
+  local commits = format.commits(entries)
+  local shown, pending = {}, #commits
+  if pending == 0 then
+    return ui.quickfix(entries, title, open, shown)
+  end
+  for _, e in ipairs(commits) do
+    blsp.exec(client, blsp.server_commands.show_commit, { sha = e.commit.sha }, bufnr, function(err, result)
+      if not err and type(result) == "table" and type(result.text) == "string" then
+        shown[e.commit.sha] = result
+      end
+      pending = pending - 1
+      if pending == 0 then
+        ui.quickfix(entries, title, open, shown)
+      end
+    end)
+  end
 end
 
 --- "prior art for Client.send", or `fallback` when the result names no symbol.

@@ -41,10 +41,23 @@ end
 --- @param entries table[]
 --- @param title string
 --- @param open boolean open the quickfix window
-function M.quickfix(entries, title, open)
+--- @param shown? table<string, table> showCommit answers by sha, already fetched (their buffers are filled now and
+--- entries point at the hunk's line; without, the buffer is read when visited and found by the hunk's pattern)
+function M.quickfix(entries, title, open, shown)
+  local lnums, bufnrs = {}, {}
+  for _, e in ipairs(format.commits(entries)) do
+    local sha = e.commit.sha
+    local result = shown and shown[sha]
+    if result then
+      local buf = M.commit_buffer(result)
+      local hunk = format.primary_hunk(e) or {}
+      local line = format.hunk_line(result.hunks, hunk.path, hunk.new_start)
+      bufnrs[sha], lnums[sha] = buf, (line or 0) + 1
+    end
+  end
   vim.fn.setqflist({}, " ", {
     title = title,
-    items = format.qf_items(entries),
+    items = format.qf_items(entries, { lnums = lnums, bufnrs = bufnrs }),
     context = { backstory = true },
   })
   if open then
@@ -159,17 +172,30 @@ local function open_buffer(name, how)
   return vim.api.nvim_get_current_buf()
 end
 
+--- The buffer `backstory://<sha>` filled with a showCommit answer (created unlisted if needed).
+--- @param result table
+--- @return integer bufnr
+function M.commit_buffer(result)
+  local name = format.buffer_name(result.sha)
+  local buf = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
+  if buf <= 0 then
+    buf = vim.api.nvim_create_buf(false, false)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  if not vim.b[buf].backstory_sha then
+    M.fill_commit(buf, result)
+  end
+  return buf
+end
+
 --- Open a commit (`backstory://<sha>`) and put the cursor on the hunk of `path` (at `new_start`).
 --- @param result table|nil a showCommit answer already at hand (else the buffer reads it)
 --- @param opts {sha: string, path?: string, new_start?: integer, open?: string}
 --- @return integer bufnr
 function M.show_commit(result, opts)
   local name = format.buffer_name(opts.sha)
-  local existing = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
-  if result and existing <= 0 then
-    local buf = vim.api.nvim_create_buf(true, false)
-    vim.api.nvim_buf_set_name(buf, name)
-    M.fill_commit(buf, result)
+  if result then
+    M.commit_buffer(result)
   end
   local buf = open_buffer(name, opts.open)
   local hunks = vim.b[buf].backstory_hunks
