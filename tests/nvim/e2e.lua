@@ -319,6 +319,8 @@ T.test("prior-art on a selection", function()
   local pick = run_and_pick(("%d,%dBackstory prior-art"):format(line, line + 4))
   extra.selection = pick
   T.truthy(#pick.lines > 0, "results for the selection")
+  T.contains(pick.prompt, "prior art for the selection")
+  ok_or_fail(not pick.lines[1]:find("^History of "), "the first screen is prior art for the selection: " .. vim.inspect(pick.lines))
   local buf = wait_commit_buffer()
   if buf then
     vim.cmd("close")

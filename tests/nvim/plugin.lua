@@ -50,7 +50,7 @@ T.test("help tags", function()
   vim.fn.writefile(vim.fn.readfile(src), dir .. "/backstory.txt")
   vim.cmd("helptags " .. vim.fn.fnameescape(dir))
   vim.opt.rtp:prepend(vim.fn.fnamemodify(dir, ":h"))
-  for _, tag in ipairs({ "backstory", ":Backstory", "backstory-config", "backstory-statusline", "backstory-install", "backstory-health", "backstory.statusline()" }) do
+  for _, tag in ipairs({ "backstory", ":Backstory", "backstory-config", "backstory-statusline", "backstory-install", "backstory-health", "backstory.statusline()", ":Backstory-actions", ":Backstory-diff", ":Backstory-file", "backstory-buffers" }) do
     local ok, err = pcall(vim.cmd.help, tag)
     T.truthy(ok, "help tag " .. tag .. ": " .. tostring(err))
   end

@@ -733,6 +733,32 @@ async function main() {
       check("(control) in the diff language the same `)` is painted as unmatched", asDiff > 0, `${asDiff} element(s)`);
     }
 
+    // --- a selection: prior art for the selected code on the first screen --------------------------------
+    {
+      await openFile("app/client.py");
+      await gotoSymbol();
+      const lineOf = (text) => page.locator(".editor-instance .monaco-editor .view-line", { hasText: text }).first();
+      await lineOf("for attempt in range(attempts)").click();
+      await lineOf("return fetch(url)").click({ modifiers: ["Shift"] });
+      await page.locator(".statusbar-item", { hasText: "selected" }).first().waitFor({ timeout: 10_000 }).catch(() => undefined);
+      const before = events().length;
+      // F1 without the palette helper's Escape, which would cancel the selection
+      await page.keyboard.press("F1");
+      const input = page.locator(".quick-input-widget .quick-input-box input");
+      await input.waitFor({ state: "visible", timeout: 10_000 });
+      await input.fill(">Backstory: Find Prior Art");
+      await page.locator(".quick-input-widget .monaco-list-row", { hasText: "Backstory: Find Prior Art" }).first().waitFor({ timeout: 15_000 });
+      await page.keyboard.press("Enter");
+      const p = await nextPicker(before, "backstory.findPriorArt").catch((e) => ({ error: e.message }));
+      const rows = (p.items ?? []).filter((i) => i.kind !== "separator");
+      check(
+        "a selection's first screen is prior art for the selection",
+        p.title === "Backstory: prior art for the selection" && rows[0]?.kind === "item" && rows[0]?.provenance === "INFERRED",
+        `${p.title}: ${rows.map((i) => i.label).join(" | ") || p.error || p.message}`,
+      );
+      await page.keyboard.press("Escape");
+    }
+
     // --- code action from the server → client-side backstory.ui.findPriorArt -----------------------------
     await openFile("app/client.py");
     await gotoSymbol();
@@ -799,6 +825,9 @@ async function main() {
         err.event === "error" && /\.\/scripts\/setup/.test(message) && /pip install <path to the repository>/.test(message) && /set backstory\.server\.path/.test(message) && new Set(sentences).size === sentences.length && !/pip install backstory/.test(message) && /Open Settings/.test(toastText),
         message.slice(0, 300),
       );
+      await toast.hover().catch(() => undefined);
+      await toast.locator(".codicon-notifications-expand").first().click({ timeout: 3_000 }).catch(() => undefined);
+      await sleep(800); // the toast's fade-in
       await screenshot("vscode-error.png");
       await toast.locator(".monaco-button", { hasText: "Open Settings" }).first().click();
       const setting = page.locator('.settings-editor .setting-item-contents[data-key="backstory.server.path"], .settings-editor .setting-item:has-text("Server: Path")').first();
