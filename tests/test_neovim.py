@@ -455,7 +455,7 @@ def test_partial_results_reindex_and_subfolder(partial_run, name):
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.skipif(not os.environ.get("BACKSTORY_SCREENSHOTS"), reason="set BACKSTORY_SCREENSHOTS=DIR (e.g. docs/images)")
+@pytest.mark.skipif(not os.environ.get("BACKSTORY_SCREENSHOTS"), reason="set BACKSTORY_SCREENSHOTS=DIR (docs/images)")
 def test_screenshots(repo, tmp_path_factory):
     """Neovim as the user sees it (hover, prior art, history, commit, diff, quickfix), rendered to PNGs in
     $BACKSTORY_SCREENSHOTS by a UI client that attaches to `nvim --embed` (tests/nvim/screenshots.lua)."""
@@ -473,7 +473,7 @@ def test_screenshots(repo, tmp_path_factory):
         "BACKSTORY_PLUGIN": str(PLUGIN),
         "BACKSTORY_SCREENSHOTS": str(out),
     }
-    data, proc = run_lua("screenshots.lua", tmp_path_factory.mktemp("shots"), env, cwd=repo, timeout=380)
+    data, _proc = run_lua("screenshots.lua", tmp_path_factory.mktemp("shots"), env, cwd=repo, timeout=380)
     failed = [r for r in data["results"] if not r["ok"]]
     assert not failed, f"{failed[0]['name']}: {failed[0]['err']}"
     for name in ("nvim-hover.png", "nvim-prior-art.png", "nvim-history.png", "nvim-commit.png", "nvim-diff.png"):
