@@ -69,6 +69,8 @@ export interface Why {
 
 export interface ResultItem {
   provenance?: "EXACT" | "INFERRED" | string;
+  /** Why it is shown, in words ("same function", "similar change in src/x.py"); added by the language server. */
+  reason?: string;
   score?: number | null;
   commit: CommitInfo;
   why?: Why | null;
@@ -93,6 +95,10 @@ export interface Meta {
   took_ms?: number;
   hint?: string | null;
   warnings?: string[];
+  /** True when the index is incomplete (being indexed, or behind HEAD): the hint says why. */
+  partial?: boolean;
+  /** The server's indexing progress while it runs. */
+  indexing?: { phase?: string | null; done?: number | null; total?: number | null };
 }
 
 export interface SymbolHistory {
@@ -118,6 +124,27 @@ export interface ShowCommitResult {
   title?: string;
   text: string;
   hunks?: { path: string; new_start?: number; line: number }[];
+  files?: { path: string; old_path?: string; change?: string }[];
+}
+
+export interface FileAtRevision {
+  sha: string | null;
+  path: string;
+  exists: boolean;
+  binary: boolean;
+  text: string;
+}
+
+/** backstory.hoverInfo: what the hover at a position shows (symbol null where none shows). */
+export interface HoverInfo {
+  symbol: SymbolInfo | null;
+  uri?: string;
+  position?: Position;
+  commits: ResultItem[];
+  total: number;
+  more: boolean;
+  related: ResultItem[];
+  _meta?: Meta;
 }
 
 export interface StatusNotification {
@@ -139,6 +166,8 @@ export const ServerCommands = {
   search: "backstory.search",
   symbolHistory: "backstory.symbolHistory",
   showCommit: "backstory.showCommit",
+  fileAtRevision: "backstory.fileAtRevision",
+  hoverInfo: "backstory.hoverInfo",
   reindex: "backstory.reindex",
   status: "backstory.status",
 } as const;
@@ -152,4 +181,15 @@ export const UiCommands = {
   showStatus: "backstory.ui.showStatus",
   restart: "backstory.ui.restart",
   openCommit: "backstory.ui.openCommit",
+  openChanges: "backstory.ui.openChanges",
+  openFileAtRevision: "backstory.ui.openFileAtRevision",
+  showView: "backstory.ui.showView",
 } as const;
+
+/** Commands hover links may run (the hover's markdown is trusted for these only). */
+export const HOVER_COMMANDS = [
+  UiCommands.openCommit,
+  UiCommands.openChanges,
+  UiCommands.symbolHistory,
+  UiCommands.findPriorArt,
+];

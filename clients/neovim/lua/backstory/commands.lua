@@ -1,12 +1,15 @@
 --- Pure helpers for the :Backstory command: parsing, completion, server argument building.
 local M = {}
 
-M.subcommands = { "prior-art", "search", "history", "show", "reindex", "status" }
+M.subcommands = { "prior-art", "search", "history", "actions", "diff", "file", "show", "reindex", "status" }
 
 M.usage = {
   ["prior-art"] = "prior-art            commits related to the symbol at the cursor (or the selection)",
   search = "search {text}        search the history",
   history = "history              commits that changed the symbol at the cursor",
+  actions = "actions              what the hover offers: its changes, their diff, all changes, prior art",
+  diff = "diff [{sha} {path}]  a commit's change to a file, side by side (in a commit: the file at the cursor)",
+  file = "file [{sha} {path}]  a file as it was in a commit (in a commit: the file at the cursor)",
   show = "show {sha}           show a commit",
   reindex = "reindex              update the index (:Backstory! reindex rebuilds it)",
   status = "status               index status",
