@@ -138,7 +138,7 @@ def prior_art_for_change(engine: Engine, change: Change, opts: SearchOptions) ->
         opts = dataclasses.replace(opts, lanes=CHANGE_LANES)
     if not query.strip():
         info, _allowed, _hint = engine.freshness()  # the answer still says how fresh the index is
-        meta = {"repo": str(engine.root), "index": info, "hint": None, "warnings": []}
+        meta: dict[str, Any] = {"repo": str(engine.root), "index": info, "hint": None, "warnings": []}
         result: dict[str, Any] = {"query": "", "results": [], "_meta": meta}
         result["_meta"]["hint"] = (
             "no changes to search for: the worktree has no uncommitted changes to indexed kinds of files"
