@@ -17,7 +17,10 @@ from ..index.progress import PHASES
 MIN_RATE_SECONDS = 1.0  # no rate before a phase has run this long
 MIN_ETA_SECONDS = 2.0  # no ETA before this (and before a rate)
 LOG_INTERVAL = 10.0  # seconds between plain lines when the output is not a terminal
-UNITS = {"history": "commits", "merges": "merge files", "dense": "file changes"}  # what each phase counts, here
+# a terminal line starts with the phase and says what it counts in a reader's words (the editors' status line
+# uses index/progress.PHASES: "indexing history 1,000/1,522 commits", "embedding 512/4,635 files")
+LABELS = {"history": "Indexing history", "merges": "Diffing merges", "dense": "Embedding changes"}
+UNITS = {"history": "commits", "merges": "merge files", "dense": "file changes"}
 
 
 def clock_text(seconds: float) -> str:
@@ -49,7 +52,7 @@ class PhaseStat:
 
     @property
     def label(self) -> str:
-        return PHASES.get(self.name, (self.name.capitalize(), "items"))[0]
+        return LABELS.get(self.name) or PHASES.get(self.name, (self.name, "items"))[0].capitalize()
 
     @property
     def unit(self) -> str:
