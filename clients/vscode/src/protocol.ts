@@ -170,6 +170,7 @@ export const ServerCommands = {
   hoverInfo: "backstory.hoverInfo",
   reindex: "backstory.reindex",
   status: "backstory.status",
+  findPriorArtForChanges: "backstory.findPriorArtForChanges",
 } as const;
 
 export const UiCommands = {
