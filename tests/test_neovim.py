@@ -99,6 +99,7 @@ UNIT_TESTS = [
     "hunk_location",
     "why",
     "item",
+    "consequences and twins",
     "entries: prior art first, the exact history as one group",
     "entries: exact as a symbol-history object, history, search",
     "partial",
