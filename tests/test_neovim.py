@@ -99,6 +99,7 @@ UNIT_TESTS = [
     "hunk_location",
     "why",
     "item",
+    "consequences and twins",
     "entries: prior art first, the exact history as one group",
     "entries: exact as a symbol-history object, history, search",
     "partial",
@@ -267,6 +268,11 @@ def repo(tmp_path_factory) -> Path:
             GIT_COMMITTER_DATE=date,
         )
         git(repo, "commit", "-q", "-m", subject, env=env)
+    # the last commit is reverted three weeks later: a consequence the clients show ("reverted 3 weeks later by …")
+    date = "2024-05-22T08:15:00+00:00"
+    env = dict(base, GIT_AUTHOR_NAME="Carol White", GIT_AUTHOR_EMAIL="carol@example.com", GIT_AUTHOR_DATE=date)
+    env.update(GIT_COMMITTER_NAME="Carol White", GIT_COMMITTER_EMAIL="carol@example.com", GIT_COMMITTER_DATE=date)
+    git(repo, "revert", "--no-edit", "HEAD", env=env)
     return repo
 
 
@@ -317,6 +323,9 @@ def e2e(
         "BACKSTORY_SEARCH": SEARCH,
         "BACKSTORY_TIMEOUT_MS": str(timeout_ms),
         "BACKSTORY_HOVERS": json.dumps(hovers(repo)),
+        "BACKSTORY_CHANGES_FILE": str(repo / "src/log_setup.py"),
+        "BACKSTORY_REVERTED": "Use ISO dates in log lines",
+        "BACKSTORY_REVERT": git(repo, "rev-parse", "--short=7", "HEAD").strip(),
         **(extra_env or {}),
     }
     return run_lua("e2e.lua", tmp, env, cwd=repo, timeout=120)
@@ -338,6 +347,8 @@ E2E_TESTS = [
     "hover: on a definition and a resolved call, never on a keyword, comment or parameter",
     "the hover's entries: :Backstory actions",
     "code actions offer prior art and run through vim.lsp.buf.code_action",
+    "changes: prior art for an uncommitted edit; a reverted commit says so",
+    "changes without uncommitted changes: the server's hint",
     "status and reindex commands",
     "checkhealth backstory",
     "no error messages",

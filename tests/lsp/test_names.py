@@ -28,12 +28,18 @@ NVIM = ROOT / "clients" / "neovim"
 
 SERVER_COMMANDS = set(C.SERVER_COMMANDS)
 UI_COMMANDS = {getattr(C, name): name for name in dir(C) if name.startswith("UI_")}  # value -> constant name
+# the server command each client-side command calls: the one of the same name (UI_FIND_PRIOR_ART -> FIND_PRIOR_ART)
+# unless listed here (the commit view and side-by-side diff are built from showCommit / fileAtRevision)
+WRAPS = {C.UI_OPEN_COMMIT: C.SHOW_COMMIT, C.UI_OPEN_CHANGES: C.FILE_AT_REVISION}
 
 # a quoted string that is nothing but a backstory name: "backstory.search", 'backstory.ui.search', "backstory/status"
 QUOTED = re.compile(r"""(["'])(backstory[./][A-Za-z0-9_./-]*)\1""")
 COMMAND_SHAPED = re.compile(r"backstory\.(?:ui\.)?[A-Za-z]+")
 # quoted names in the clients that are not commands
-NOT_COMMANDS = {"backstory.exe"}  # the Windows executable the VS Code client looks for
+NOT_COMMANDS = {
+    "backstory.exe",  # the Windows executable the VS Code client looks for
+    "backstory.results",  # the VS Code view's id
+}
 
 
 def read(path: Path) -> str:
@@ -96,10 +102,17 @@ def test_the_constants_are_one_set_of_backstory_names() -> None:
     assert UI_COMMANDS, "the code actions carry client-side commands"
     assert all(c.startswith("backstory.ui.") for c in UI_COMMANDS)
     assert not SERVER_COMMANDS & set(UI_COMMANDS)
-    # each client-side command wraps the server command of the same name (UI_FIND_PRIOR_ART -> FIND_PRIOR_ART)
+    # each client-side command wraps a server command: the one of the same name unless WRAPS says otherwise
+    assert set(WRAPS) <= set(UI_COMMANDS)
     for value, name in UI_COMMANDS.items():
-        assert getattr(C, name.removeprefix("UI_")) in SERVER_COMMANDS, name
-        assert value.removeprefix("backstory.ui.") == getattr(C, name.removeprefix("UI_")).removeprefix("backstory.")
+        assert wrapped(value) in SERVER_COMMANDS, name
+        if value not in WRAPS:
+            assert value.removeprefix("backstory.ui.") == wrapped(value).removeprefix("backstory.")
+
+
+def wrapped(ui_command: str) -> str:
+    """The server command a client-side command calls."""
+    return WRAPS.get(ui_command) or getattr(C, UI_COMMANDS[ui_command].removeprefix("UI_"))
 
 
 def test_the_server_spells_names_only_in_constants() -> None:
@@ -204,7 +217,7 @@ def test_neovim_names_match_the_server() -> None:
     assert set(server.values()) == SERVER_COMMANDS
     assert len(server) == len(SERVER_COMMANDS)
     ui = lua_table(lsp, "ui_commands")
-    assert ui == {value: getattr(C, name.removeprefix("UI_")) for value, name in UI_COMMANDS.items()}
+    assert ui == {value: wrapped(value) for value in UI_COMMANDS}
     handlers = lua_code(lsp).split("M.handlers = {", 1)[1]
     assert re.findall(r'\[\s*"([^"]+)"\s*\]\s*=\s*function', handlers) == [C.STATUS_NOTIFICATION]
     config = read(NVIM / "lsp" / "backstory.lua")

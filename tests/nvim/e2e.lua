@@ -465,6 +465,67 @@ T.test("code actions offer prior art and run through vim.lsp.buf.code_action", f
   end
 end)
 
+-- :Backstory changes on an uncommitted edit of src/log_setup.py (saved: the server reads the worktree). The
+-- commit that last changed it, "Use ISO dates in log lines", was reverted 3 weeks later: its row says so, and
+-- so does the commit buffer it opens.
+local changes_file = env.BACKSTORY_CHANGES_FILE
+local reverted = env.BACKSTORY_REVERTED
+local revert_sha = env.BACKSTORY_REVERT
+
+T.test("changes: prior art for an uncommitted edit; a reverted commit says so", function()
+  vim.api.nvim_set_current_win(src_win)
+  vim.cmd.edit(vim.fn.fnameescape(changes_file))
+  local buf = vim.api.nvim_get_current_buf()
+  local original = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local edited = vim.deepcopy(original)
+  for i, l in ipairs(edited) do
+    edited[i] = l:gsub("logging.basicConfig%(level=level%)", 'logging.basicConfig(level=level, format="%%(asctime)s %%(message)s", datefmt="%%Y-%%m-%%dT%%H:%%M:%%S")')
+  end
+  ok_or_fail(not vim.deep_equal(edited, original), "the edit did not apply: " .. vim.inspect(original))
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, edited)
+  vim.cmd("silent write")
+  local ok, err = pcall(function()
+    want = reverted .. " · " -- the commit itself, not its revert (whose subject quotes it in quotes)
+    local first = run_and_pick("Backstory changes")
+    want = nil
+    extra.changes = first
+    T.contains(first.prompt, "prior art for your changes (1 file)")
+    local row
+    for _, l in ipairs(first.lines) do
+      if vim.startswith(l, reverted .. " · ") then -- not the revert, whose subject quotes it
+        row = l
+      end
+    end
+    ok_or_fail(row, "the reverted commit is not offered: " .. vim.inspect(first.lines))
+    T.contains(row, "reverted 3 weeks later by " .. revert_sha)
+    local commit_buf = wait_commit_buffer()
+    ok_or_fail(commit_buf, "no commit buffer; messages: " .. vim.inspect(extra.notifications))
+    T.eq({ "Later:  reverted 3 weeks later by " .. revert_sha }, vim.b[commit_buf].backstory_fate)
+    vim.cmd("close")
+  end)
+  want = nil
+  vim.api.nvim_set_current_buf(buf)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, original)
+  vim.cmd("silent write")
+  if not ok then
+    error(err, 0)
+  end
+end)
+
+T.test("changes without uncommitted changes: the server's hint", function()
+  local n = #extra.notifications
+  local before = #picks
+  vim.cmd("Backstory changes")
+  ok_or_fail(vim.wait(timeout, function()
+    return #extra.notifications > n or #picks > before
+  end, 50), "no message")
+  T.eq(before, #picks)
+  local msg = extra.notifications[#extra.notifications]
+  extra.changes_clean = msg.msg
+  T.contains(msg.msg, "no uncommitted changes")
+  to_symbol()
+end)
+
 T.test("status and reindex commands", function()
   to_symbol()
   local n = #extra.notifications

@@ -106,6 +106,32 @@ T.test("item", function()
   T.eq(nil, format.item(entry(), { now = NOW }):find("`", 1, true))
 end)
 
+T.test("consequences and twins", function()
+  -- the table the server (views/consequences.py) and the VS Code client are tested with
+  local table_file = vim.fn.fnamemodify(here .. "../data/consequences.json", ":p")
+  local data = vim.json.decode(table.concat(vim.fn.readfile(table_file), "\n"))
+  local wrong = {}
+  for _, c in ipairs(data.cases) do
+    local got = format.consequences(c.consequences)
+    if got ~= c.expected then
+      table.insert(wrong, ("expected %q, got %q"):format(c.expected, got))
+    end
+  end
+  T.truthy(#data.cases > 5, "the shared table has cases")
+  T.eq({}, wrong)
+  local reverted = { kind = "reverted", by = { sha = "1a2b3c4000", short_sha = "1a2b3c4" }, after_days = 21 }
+  local e = entry({ reason = "similar change in src/http.py", consequences = { reverted }, twins = { { sha = "5d6e7f8000" } } })
+  T.eq(
+    "Add retry with backoff · 9f1c2ab Ada, 3 days ago · similar change in src/http.py (lines 10-21)"
+      .. " · reverted 3 weeks later by 1a2b3c4; the same change also as 5d6e7f8",
+    format.item(e, { now = NOW })
+  )
+  T.eq({ "Later:  reverted 3 weeks later by 1a2b3c4", "Same:   the same change also as 5d6e7f8" }, format.fate_header(e))
+  T.eq({}, format.fate_header(entry()))
+  T.eq("", format.fate(entry({ consequences = {}, twins = {} })))
+  T.contains(format.qf_items({ e }, { now = NOW })[1].text, "reverted 3 weeks later by 1a2b3c4")
+end)
+
 T.test("entries: prior art first, the exact history as one group", function()
   local a = entry({ commit = { sha = "a", short_sha = "a" } })
   local b = entry({ commit = { sha = "b", short_sha = "b" } })
@@ -218,6 +244,8 @@ end)
 
 T.test("complete", function()
   T.eq(commands.subcommands, commands.complete("", "Backstory ", {}))
+  T.eq({ "changes" }, commands.complete("c", "Backstory c", {}))
+  T.eq({ "abc1234" }, commands.complete("a", "Backstory changes a", { "abc1234" }))
   T.eq({ "search", "show", "status" }, commands.complete("s", "Backstory s", {}))
   T.eq({ "diff" }, commands.complete("d", "Backstory d", {}))
   T.eq({ "prior-art" }, commands.complete("p", "'<,'>Backstory! p", {}))
@@ -240,6 +268,9 @@ T.test("argument building", function()
   T.eq("{}", vim.json.encode(commands.reindex_arg(false, nil)))
   T.eq("{}", vim.json.encode(commands.status_arg(nil)))
   T.eq({ uri = uri }, commands.status_arg(uri))
+  T.eq("{}", vim.json.encode(commands.changes_arg({})))
+  T.eq({ uri = uri, rev = "HEAD~2..HEAD", k = 5, hideReverted = true }, commands.changes_arg({ uri = uri, rev = "HEAD~2..HEAD", k = 5, hide_reverted = true }))
+  T.eq({ uri = uri }, commands.changes_arg({ uri = uri, rev = "" }))
   T.eq({ start = { line = 0, character = 0 }, ["end"] = { line = 2, character = 9 } }, commands.line_range(1, 3, 9))
   -- the executeCommand params carry ONE object argument
   local blsp = require("backstory.lsp")
@@ -389,6 +420,20 @@ T.test("ui.show_commit buffer", function()
   local buf2 = ui.show_commit(nil, { sha = "9f1c2ab000", open = "split" })
   T.eq(2, #vim.api.nvim_list_wins())
   T.eq(buf, buf2)
+  -- what became of the commit: virtual lines under its header; the text and the hunks' lines stay
+  ui.show_commit(nil, { sha = "9f1c2ab000", open = "split", fate = { "Later:  reverted 3 weeks later by 1a2b3c4" } })
+  local marks = vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })
+  local virt = {}
+  for _, m in ipairs(marks) do
+    for _, vl in ipairs(m[4].virt_lines or {}) do
+      table.insert(virt, { row = m[2], text = vl[1][1] })
+    end
+  end
+  T.eq({ { row = 0, text = "Later:  reverted 3 weeks later by 1a2b3c4" } }, virt)
+  T.eq({ "Later:  reverted 3 weeks later by 1a2b3c4" }, vim.b[buf].backstory_fate)
+  T.eq(16, vim.api.nvim_buf_line_count(buf))
+  ui.set_fate(buf, {})
+  T.eq({}, vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, {}))
   vim.cmd("close")
 end)
 

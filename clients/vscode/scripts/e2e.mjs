@@ -14,7 +14,8 @@
 //      resolved references, the hover's "Open changes" link (VS Code's native side-by-side diff), the Backstory
 //      view (prior art, history, commits expandable to files, a file opens the diff), code actions, symbol
 //      history, search, the status bar, a bad server path (one message with the fix; Open Settings lands on
-//      the setting), and a workspace folder that is a subfolder of the repository
+//      the setting), a workspace folder that is a subfolder of the repository, and Find Prior Art for These
+//      Changes on a clean worktree (the server's hint) and on an uncommitted edit
 //   5. asserts on the extension's self-test JSON lines (backstory.test.resultsFile) and on the DOM, not pixels
 //   6. saves screenshots (to $BACKSTORY_SCREENSHOTS when set, else clients/vscode/e2e-artifacts/) and kills
 //      code-server's whole process group
@@ -164,6 +165,20 @@ const CLIENT_V3 = CLIENT_V2.replace(`import time\n`, `import logging\nimport tim
 );
 const CLIENT_V4 = CLIENT_V3.replace("unverifiable=False,", "unverifiable=True,");
 const CLIENT_V5 = CLIENT_V4.replace("        except OSError:\n", "        except (OSError, TimeoutError):\n");
+// an uncommitted edit (Find Prior Art for These Changes): another function that retries with backoff
+const CHANGE = `
+
+def post_with_retry(url, data, attempts=3, delay=1.0):
+    """Post data, retrying with exponential backoff on network errors."""
+    for attempt in range(attempts):
+        try:
+            return urllib.request.urlopen(build_request(url), data=data).read()
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay)
+            delay *= 2
+`;
 
 const COMMITS = [
   {
@@ -863,6 +878,37 @@ async function main() {
       const group = (q.items ?? []).find((i) => i.kind === "group");
       check("… and prior art with the exact history behind it", group?.group?.shas.length === 3, group ? `${group.label} · ${group.description}` : q.error ?? q.message);
       await page.keyboard.press("Escape");
+    }
+
+    // --- prior art for the uncommitted changes (last: it becomes the palette's most recent command) ------------
+    {
+      const title = "Backstory: Find Prior Art for These Changes";
+      let before = events().length;
+      await runCommand(title);
+      // the picker event (no items) comes first, then the message
+      const clean = await waitFor(
+        "the changes command's message",
+        () => events().slice(before).find((e) => (e.event === "empty" && e.command === "backstory.findPriorArtForChanges") || e.event === "error"),
+        120_000,
+      ).catch((e) => ({ error: e.message }));
+      check("without uncommitted changes, the changes command says so (the server's hint)", clean.event === "empty" && /no uncommitted changes/.test(clean.message ?? ""), clean.message ?? clean.error ?? clean.title);
+      const file = path.join(dirs.repo, "app", "client.py");
+      fs.writeFileSync(file, CLIENT_V5 + CHANGE);
+      try {
+        before = events().length;
+        await runCommand(title);
+        const p = await nextPicker(before, "backstory.findPriorArtForChanges").catch((e) => ({ error: e.message }));
+        await page.locator(".quick-input-widget .monaco-list-row").first().waitFor({ timeout: 15_000 }).catch(() => undefined);
+        await screenshot("vscode-changes.png");
+        check(
+          "Find Prior Art for These Changes on an uncommitted edit lists prior art, the retry commit among it",
+          p.event === "picker" && p.title === "Backstory: prior art for your changes (1 file)" && shaList(p).includes(expectedSha) && itemsOf(p).every((i) => i.provenance === "INFERRED"),
+          `${p.title ?? p.event}: ${itemsOf(p).map((i) => i.label).join(" | ") || p.message || p.error}`,
+        );
+        await page.keyboard.press("Escape");
+      } finally {
+        fs.writeFileSync(file, CLIENT_V5);
+      }
     }
   } catch (e) {
     await screenshot("failure.png");

@@ -5,6 +5,9 @@ import type { BackstoryClient } from "./client";
 import type { CommitDocuments } from "./commitDocument";
 import type { Settings } from "./config";
 import {
+  changesAbout,
+  changesEmptyMessage,
+  changesEntries,
   emptyMessage,
   historyEntries,
   partialNote,
@@ -17,6 +20,8 @@ import {
 import {
   ServerCommands,
   UiCommands,
+  type ChangesArg,
+  type ChangesResult,
   type LocationArg,
   type Meta,
   type PriorArtResult,
@@ -276,6 +281,28 @@ export function registerCommands(s: Services): vscode.Disposable[] {
     await showPicker(ServerCommands.search, `Backstory: “${query}”`, call, (r) => searchEntries(r), (r) => emptyMessage("matching commits", r), uri, "input");
   };
 
+  /**
+   * Prior art for the uncommitted changes of the workspace's repository: from the palette (the active file's
+   * repository, else the first folder's) or the Source Control view's title (that repository).
+   */
+  const findPriorArtForChanges = async (arg?: unknown) => {
+    const root = (arg as { rootUri?: unknown } | undefined)?.rootUri;
+    const uri = root instanceof vscode.Uri ? client.toServerUri(root) : activeUri();
+    const request: ChangesArg = { k: k(), ...(uri ? { uri } : {}) };
+    const call = client.request<ChangesResult>(ServerCommands.findPriorArtForChanges, request);
+    void call.then((r) => s.tree.showChanges(r, uri), () => undefined);
+    await showPicker(
+      ServerCommands.findPriorArtForChanges,
+      "Backstory: prior art for your changes",
+      call,
+      (r) => changesEntries(r),
+      (r) => changesEmptyMessage(r),
+      uri,
+      root instanceof vscode.Uri ? "scm" : "palette",
+      (r) => `Backstory: prior art for ${changesAbout(r)}`,
+    );
+  };
+
   const reindex = async () => {
     try {
       const uri = activeUri();
@@ -327,6 +354,7 @@ export function registerCommands(s: Services): vscode.Disposable[] {
   return [
     vscode.commands.registerCommand(UiCommands.findPriorArt, findPriorArt),
     vscode.commands.registerCommand(UiCommands.symbolHistory, symbolHistory),
+    vscode.commands.registerCommand(UiCommands.findPriorArtForChanges, findPriorArtForChanges),
     vscode.commands.registerCommand(UiCommands.search, search),
     vscode.commands.registerCommand(UiCommands.reindex, reindex),
     vscode.commands.registerCommand(UiCommands.showStatus, showStatus),

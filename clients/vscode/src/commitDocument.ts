@@ -3,7 +3,7 @@
 // extension's own language `backstory-commit` (a diff grammar without bracket pairs, so an unmatched `)` in a
 // diff line is not painted as an error).
 import * as vscode from "vscode";
-import { hunkLine, shortTitle, type CommitTarget } from "./picker";
+import { hunkLine, shortTitle, withHeaderLines, type CommitTarget } from "./picker";
 import type { ShowCommitResult } from "./protocol";
 
 export const SCHEME = "backstory";
@@ -20,11 +20,12 @@ export class CommitDocuments implements vscode.TextDocumentContentProvider {
 
   constructor(private readonly showCommit: (arg: { sha: string; uri?: string }) => Promise<ShowCommitResult>) {}
 
-  /** `/<short sha> <subject, cut at a word>`: the tab title. */
-  static uriFor(t: Pick<CommitTarget, "sha" | "shortSha" | "subject">, originUri?: string): vscode.Uri {
+  /** `/<short sha> <subject, cut at a word>`: the tab title; `fate`: header lines saying what became of it. */
+  static uriFor(t: Pick<CommitTarget, "sha" | "shortSha" | "subject" | "fate">, originUri?: string): vscode.Uri {
     const subject = shortTitle(t.subject.replace(/[\\/:*?"<>|\n\r\t]+/g, " "), 50);
     const query = new URLSearchParams({ sha: t.sha });
     if (originUri) query.set("uri", originUri);
+    if (t.fate?.length) query.set("fate", t.fate.join("\n"));
     return vscode.Uri.from({
       scheme: SCHEME,
       path: `/${t.shortSha || t.sha.slice(0, 7)}${subject ? " " + subject : ""}`,
@@ -54,14 +55,20 @@ export class CommitDocuments implements vscode.TextDocumentContentProvider {
     return result;
   }
 
+  /** The showCommit answer as the document shows it: with the header lines the URI carries. */
+  private async shown(uri: vscode.Uri): Promise<ShowCommitResult> {
+    const fate = new URLSearchParams(uri.query).get("fate");
+    return withHeaderLines(await this.load(uri), fate ? fate.split("\n") : []);
+  }
+
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
-    return (await this.load(uri)).text;
+    return (await this.shown(uri)).text;
   }
 
   /** Opens the commit and scrolls to the hunk the result matched. */
   async open(target: CommitTarget & { uri?: string }): Promise<OpenedCommit> {
     const uri = CommitDocuments.uriFor(target, target.uri);
-    const result = await this.load(uri);
+    const result = await this.shown(uri);
     let doc = await vscode.workspace.openTextDocument(uri);
     if (doc.languageId !== COMMIT_LANGUAGE) doc = await vscode.languages.setTextDocumentLanguage(doc, COMMIT_LANGUAGE);
     const line = Math.min(Math.max(0, hunkLine(result.hunks, target.path, target.newStart)), Math.max(0, doc.lineCount - 1));

@@ -1,7 +1,19 @@
 // Pure formatting of Backstory results into picker entries and tree rows. No "vscode" import: unit-tested with
 // node --test.
 import { relativeDate } from "./age";
-import type { Hunk, Lanes, Meta, PriorArtResult, ResultItem, SearchResult, SymbolHistory } from "./protocol";
+import type {
+  ChangesResult,
+  CommitInfo,
+  Consequence,
+  Hunk,
+  Lanes,
+  Meta,
+  PriorArtResult,
+  ResultItem,
+  SearchResult,
+  ShowCommitResult,
+  SymbolHistory,
+} from "./protocol";
 
 export { relativeDate };
 
@@ -26,6 +38,8 @@ export interface CommitTarget {
   oldPath?: string;
   newStart?: number;
   provenance: string;
+  /** What became of the commit, as header lines for the commit view ("Later:  reverted 3 weeks later by …"). */
+  fate?: string[];
 }
 
 /** "src/http.py:10-21" (new side; old side for deletions). */
@@ -78,8 +92,74 @@ export function whyLine(item: ResultItem): string {
   return [reason, where ? where + more : ""].filter((s) => !!s).join(" · ");
 }
 
+const VERBS: Record<string, string> = { reverted: "reverted", reapplied: "re-applied", fixed: "fixed", "cherry-picked": "cherry-picked" };
+
+/** A gap in days as people say it: "the same day", "2 days later", "3 weeks later" (server: views/consequences.py). */
+export function later(days: number): string {
+  if (!(days >= 1)) return "the same day";
+  for (const [size, unit] of [
+    [365, "year"],
+    [30, "month"],
+    [7, "week"],
+    [1, "day"],
+  ] as const) {
+    if (days >= size) {
+      const n = Math.floor(days / size);
+      return `${n} ${unit}${n !== 1 ? "s" : ""} later`;
+    }
+  }
+  return "later";
+}
+
+function short(c: CommitInfo): string {
+  return c.short_sha ?? c.sha.slice(0, 7);
+}
+
+/** What became of a commit, oldest first: "reverted 3 weeks later by 1a2b3c4; re-applied 1 month later by …". */
+export function consequenceLine(items: Consequence[] | undefined): string {
+  return (items ?? []).map((c) => `${VERBS[c.kind] ?? c.kind} ${later(c.after_days)} by ${short(c.by)}`).join("; ");
+}
+
+/** Identical changes shown once: "the same change also as 1a2b3c4, 5d6e7f8" ("" without twins). */
+export function twinsLine(twins: CommitInfo[] | undefined): string {
+  return twins?.length ? `the same change also as ${twins.map(short).join(", ")}` : "";
+}
+
+/** Consequences and twins in one line ("" when nothing is known). */
+export function fateLine(item: ResultItem): string {
+  return [consequenceLine(item.consequences), twinsLine(item.twins)].filter((s) => !!s).join("; ");
+}
+
+/** The commit view's extra header lines for a result: "Later:  …" and "Same:   …". */
+export function fateHeader(item: ResultItem): string[] {
+  const out: string[] = [];
+  const fate = consequenceLine(item.consequences);
+  if (fate) out.push(`Later:  ${fate}`);
+  const twins = twinsLine(item.twins);
+  if (twins) out.push(`Same:   ${twins}`);
+  return out;
+}
+
+/**
+ * A showCommit answer with extra header lines after its "Date:" line (else after the first line); the hunk
+ * positions below them move down.
+ */
+export function withHeaderLines(result: ShowCommitResult, extra: string[]): ShowCommitResult {
+  if (!extra.length) return result;
+  const lines = result.text.split("\n");
+  const date = lines.slice(0, 6).findIndex((l) => l.startsWith("Date:"));
+  const at = (date >= 0 ? date : 0) + 1;
+  lines.splice(at, 0, ...extra);
+  return {
+    ...result,
+    text: lines.join("\n"),
+    hunks: result.hunks?.map((h) => (h.line >= at ? { ...h, line: h.line + extra.length } : h)),
+  };
+}
+
 export function target(item: ResultItem): CommitTarget {
   const hunk = primaryHunk(item);
+  const fate = fateHeader(item);
   return {
     sha: item.commit.sha,
     shortSha: shortSha(item),
@@ -88,6 +168,7 @@ export function target(item: ResultItem): CommitTarget {
     oldPath: hunk?.old_path ?? undefined,
     newStart: hunk?.new_start,
     provenance: (item.provenance ?? "INFERRED").toUpperCase(),
+    ...(fate.length ? { fate } : {}),
   };
 }
 
@@ -96,7 +177,8 @@ export function resultEntry(item: ResultItem, now: Date = new Date()): PickEntry
   const description = [shortSha(item), c.author?.name, relativeDate(c.date ?? c.commit_date, now)]
     .filter((s) => !!s)
     .join(" · ");
-  return { kind: "item", label: c.subject || "(no subject)", description, detail: whyLine(item), target: target(item) };
+  const detail = [whyLine(item), fateLine(item)].filter((s) => !!s).join(" · ");
+  return { kind: "item", label: c.subject || "(no subject)", description, detail, target: target(item) };
 }
 
 /** The EXACT commits of a prior-art answer, whether `exact` is the symbol-history object or a list. */
@@ -145,6 +227,29 @@ export function historyEntries(res: SymbolHistory, now: Date = new Date()): Pick
 
 export function searchEntries(res: SearchResult, now: Date = new Date()): PickEntry[] {
   return (res.results ?? []).map((i) => resultEntry(i, now));
+}
+
+export function changesEntries(res: ChangesResult, now: Date = new Date()): PickEntry[] {
+  return searchEntries(res, now);
+}
+
+/** "your changes (2 files)", "a1b2c3d's changes", "a..b" — what a findPriorArtForChanges answer was about. */
+export function changesAbout(res: ChangesResult): string {
+  const c = res.changes;
+  const files = c?.files?.length ?? 0;
+  const inFiles = files ? ` (${count(files, "file")})` : "";
+  if (c?.spec) return `${c.spec}${inFiles}`;
+  return `your changes${inFiles}`;
+}
+
+/** The sentence for a findPriorArtForChanges answer with nothing to pick: when there was no change, the
+ * server's hint says so ("no changes to search for: the worktree has no uncommitted changes …"). */
+export function changesEmptyMessage(res: ChangesResult): string {
+  if (!res.changes?.files?.length) {
+    const hint = res._meta?.hint;
+    return hint ? `Backstory: ${hint}.` : "Backstory: there are no uncommitted changes to find prior art for.";
+  }
+  return emptyMessage("prior art found for these changes", res);
 }
 
 /** The sentence that says an answer is partial (the server's `_meta.partial` and `hint`), else undefined. */

@@ -67,6 +67,13 @@ export interface Why {
   recency?: number | null;
 }
 
+/** What became of a commit later (exact provenance only), oldest first. */
+export interface Consequence {
+  kind: "reverted" | "reapplied" | "fixed" | "cherry-picked" | string;
+  by: CommitInfo;
+  after_days: number;
+}
+
 export interface ResultItem {
   provenance?: "EXACT" | "INFERRED" | string;
   /** Why it is shown, in words ("same function", "similar change in src/x.py"); added by the language server. */
@@ -75,6 +82,9 @@ export interface ResultItem {
   commit: CommitInfo;
   why?: Why | null;
   hunks?: Hunk[];
+  consequences?: Consequence[];
+  /** Identical changes (cherry-picks, backports) shown once: the others' commits. */
+  twins?: CommitInfo[];
 }
 
 export interface IndexMeta {
@@ -117,6 +127,27 @@ export interface SearchResult {
 export interface PriorArtResult extends SearchResult {
   symbol?: SymbolInfo | null;
   exact?: SymbolHistory | ResultItem[] | null;
+}
+
+/** What a backstory.findPriorArtForChanges query was made of. */
+export interface ChangesInfo {
+  source?: "worktree" | "commit" | "range" | string;
+  spec?: string | null;
+  commits?: string[];
+  files?: { path: string; old_path?: string; change?: string; added?: number; removed?: number; symbols?: string[] }[];
+}
+
+/** The argument of backstory.findPriorArtForChanges. */
+export interface ChangesArg {
+  uri?: string;
+  paths?: string[];
+  rev?: string;
+  k?: number;
+  hideReverted?: boolean;
+}
+
+export interface ChangesResult extends SearchResult {
+  changes?: ChangesInfo;
 }
 
 export interface ShowCommitResult {
@@ -170,10 +201,12 @@ export const ServerCommands = {
   hoverInfo: "backstory.hoverInfo",
   reindex: "backstory.reindex",
   status: "backstory.status",
+  findPriorArtForChanges: "backstory.findPriorArtForChanges",
 } as const;
 
 export const UiCommands = {
   findPriorArt: "backstory.ui.findPriorArt",
+  findPriorArtForChanges: "backstory.ui.findPriorArtForChanges",
   search: "backstory.ui.search",
   symbolHistory: "backstory.ui.symbolHistory",
   reindex: "backstory.ui.reindex",

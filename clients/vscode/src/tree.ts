@@ -5,8 +5,16 @@ import * as path from "node:path";
 import * as vscode from "vscode";
 import { relativeDate } from "./age";
 import type { CommitDocuments } from "./commitDocument";
-import { exactItems, partialNote, primaryHunk, shortSha, symbolName, target, whyLine } from "./picker";
-import { UiCommands, type Meta, type PriorArtResult, type ResultItem, type SearchResult, type SymbolHistory } from "./protocol";
+import { changesAbout, exactItems, fateLine, partialNote, primaryHunk, shortSha, symbolName, target, whyLine } from "./picker";
+import {
+  UiCommands,
+  type ChangesResult,
+  type Meta,
+  type PriorArtResult,
+  type ResultItem,
+  type SearchResult,
+  type SymbolHistory,
+} from "./protocol";
 import { REV_SCHEME } from "./revision";
 
 export interface GroupNode {
@@ -102,6 +110,12 @@ export class ResultsTree implements vscode.TreeDataProvider<Node>, vscode.Dispos
     this.set(`“${query}”`, [{ kind: "group", label: `Results for “${query}”`, description: count(items.length), items, expanded: true, origin }], res._meta);
   }
 
+  showChanges(res: ChangesResult, origin: string | undefined): void {
+    const items = res.results ?? [];
+    const about = changesAbout(res);
+    this.set(`prior art for ${about}`, [{ kind: "group", label: "Prior art", description: count(items.length), items, expanded: true, origin }], res._meta);
+  }
+
   getTreeItem(node: Node): vscode.TreeItem {
     if (node.kind === "group") {
       const item = new vscode.TreeItem(
@@ -116,10 +130,12 @@ export class ResultsTree implements vscode.TreeDataProvider<Node>, vscode.Dispos
     if (node.kind === "commit") {
       const c = node.item.commit;
       const item = new vscode.TreeItem(c.subject || "(no subject)", vscode.TreeItemCollapsibleState.Collapsed);
-      item.description = [shortSha(node.item), c.author?.name, relativeDate(c.date ?? c.commit_date)].filter((s) => !!s).join(" · ");
+      const fate = fateLine(node.item);
+      item.description = [shortSha(node.item), c.author?.name, relativeDate(c.date ?? c.commit_date), fate].filter((s) => !!s).join(" · ");
       const why = whyLine(node.item);
       item.tooltip = new vscode.MarkdownString(
-        `**${escape(c.subject ?? "")}**\n\n${escape(shortSha(node.item))} · ${escape(c.author?.name ?? "")} · ${escape(c.date ?? "")}\n\n${escape(why)}`,
+        `**${escape(c.subject ?? "")}**\n\n${escape(shortSha(node.item))} · ${escape(c.author?.name ?? "")} · ${escape(c.date ?? "")}\n\n${escape(why)}` +
+          (fate ? `\n\n${escape(fate)}` : ""),
       );
       item.contextValue = "commit";
       item.iconPath = new vscode.ThemeIcon("git-commit");

@@ -1,6 +1,12 @@
 import { strict as assert } from "node:assert";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, it } from "node:test";
 import {
+  changesAbout,
+  changesEmptyMessage,
+  changesEntries,
+  consequenceLine,
   emptyMessage,
   exactItems,
   historyEntries,
@@ -13,8 +19,9 @@ import {
   searchEntries,
   shortTitle,
   whyLine,
+  withHeaderLines,
 } from "../src/picker";
-import type { PriorArtResult, ResultItem } from "../src/protocol";
+import type { Consequence, PriorArtResult, ResultItem } from "../src/protocol";
 
 const NOW = new Date("2026-11-22T12:00:00Z");
 const ago = (seconds: number) => new Date(NOW.getTime() - seconds * 1000).toISOString();
@@ -159,6 +166,64 @@ describe("picker entries", () => {
     assert.equal(emptyMessage("prior art found", { _meta: { hint: "the index is empty" } }), "Backstory: no prior art found (the index is empty).");
     assert.equal(emptyMessage("history", { message: "no enclosing symbol at a.py:3" }), "Backstory: no history (no enclosing symbol at a.py:3).");
     assert.equal(emptyMessage("matching commits", {}), "Backstory: no matching commits.");
+  });
+});
+
+/** tests/data/consequences.json at the repository root: the table the server and the Neovim client are tested with. */
+function consequenceTable(): { cases: { consequences: Consequence[]; expected: string }[] } {
+  for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    const file = path.join(dir, "tests", "data", "consequences.json");
+    if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, "utf8"));
+  }
+  throw new Error("tests/data/consequences.json not found above " + __dirname);
+}
+
+describe("consequences and twins", () => {
+  for (const c of consequenceTable().cases) {
+    it(`the shared table: ${c.expected || "(none)"}`, () => assert.equal(consequenceLine(c.consequences), c.expected));
+  }
+  const reverted: Consequence = { kind: "reverted", by: { sha: "1a2b3c4" + "0".repeat(33), short_sha: "1a2b3c4" }, after_days: 21 };
+  const twin = { sha: "5d6e7f8" + "0".repeat(33), short_sha: "5d6e7f8", subject: "Add retry with backoff (backport)" };
+  it("picker rows say what became of the commit, after why it is shown", () => {
+    const e = resultEntry(item({ consequences: [reverted], twins: [twin] }), NOW);
+    assert.equal(e.detail, "similar change in src/http.py (lines 10-21) · reverted 3 weeks later by 1a2b3c4; the same change also as 5d6e7f8");
+    assert.deepEqual(e.target?.fate, ["Later:  reverted 3 weeks later by 1a2b3c4", "Same:   the same change also as 5d6e7f8"]);
+    const exact = historyEntries({ commits: [item({ provenance: "EXACT", reason: "same function", consequences: [reverted] })] }, NOW);
+    assert.equal(exact[0].detail, "same function · src/http.py:10-21 · reverted 3 weeks later by 1a2b3c4");
+    // nothing known: the row and the target are as before
+    assert.equal(resultEntry(item({ consequences: [], twins: [] }), NOW).detail, "similar change in src/http.py (lines 10-21)");
+    assert.equal(resultEntry(item({ consequences: [] }), NOW).target?.fate, undefined);
+  });
+  it("the commit view's header gets those lines after Date:, and the hunks move down", () => {
+    const text = "commit abc\nAuthor: Ada <a@x>\nDate:   2024-01-01\n\n    Subject\n\ndiff --git a/x b/x\n@@ -1 +1 @@\n-a\n+b";
+    const shown = withHeaderLines({ sha: "abc", text, hunks: [{ path: "x", new_start: 1, line: 7 }] }, ["Later:  reverted 2 days later by 1a2b3c4"]);
+    const lines = shown.text.split("\n");
+    assert.equal(lines[3], "Later:  reverted 2 days later by 1a2b3c4");
+    assert.equal(shown.hunks?.[0].line, 8);
+    assert.equal(lines[8], "@@ -1 +1 @@");
+    assert.equal(withHeaderLines({ sha: "abc", text }, []).text, text);
+  });
+});
+
+describe("prior art for changes", () => {
+  const files = [{ path: "app/client.py", change: "modify", added: 3, removed: 1 }];
+  it("lists the prior art, titled with what the change was", () => {
+    const res = { results: [item()], changes: { source: "worktree", spec: null, commits: [], files } };
+    assert.deepEqual(changesEntries(res, NOW).map((e) => [e.kind, e.label]), [["item", "Add retry with backoff"]]);
+    assert.equal(changesAbout(res), "your changes (1 file)");
+    assert.equal(changesAbout({ changes: { source: "commit", spec: "HEAD~1", files: [...files, ...files] } }), "HEAD~1 (2 files)");
+  });
+  it("says when there are no uncommitted changes, with the server's hint", () => {
+    const hint = "no changes to search for: the worktree has no uncommitted changes to indexed kinds of files";
+    assert.equal(
+      changesEmptyMessage({ results: [], changes: { source: "worktree", files: [] }, _meta: { hint } }),
+      `Backstory: ${hint}.`,
+    );
+    assert.equal(changesEmptyMessage({ results: [] }), "Backstory: there are no uncommitted changes to find prior art for.");
+    assert.equal(
+      changesEmptyMessage({ results: [], changes: { source: "worktree", files }, _meta: { hint: "the index is empty" } }),
+      "Backstory: no prior art found for these changes (the index is empty).",
+    );
   });
 });
 

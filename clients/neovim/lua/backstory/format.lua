@@ -190,7 +190,82 @@ function M.why(entry)
   return reason ~= "" and reason or where
 end
 
---- One picker line: "subject · 9f1c2ab Ada, 3 days ago · why"; a group: "History of f: 4 changes…".
+local VERBS = { reverted = "reverted", reapplied = "re-applied", fixed = "fixed", ["cherry-picked"] = "cherry-picked" }
+
+--- A gap in days as people say it: "the same day", "2 days later", "3 weeks later" (server: views/consequences.py).
+--- @param days number
+--- @return string
+function M.later(days)
+  days = tonumber(days)
+  if not days or days < 1 then
+    return "the same day"
+  end
+  for _, u in ipairs({ { 365, "year" }, { 30, "month" }, { 7, "week" }, { 1, "day" } }) do
+    if days >= u[1] then
+      local n = math.floor(days / u[1])
+      return ("%d %s%s later"):format(n, u[2], n ~= 1 and "s" or "")
+    end
+  end
+  return "later"
+end
+
+local function short_of(commit)
+  commit = type(commit) == "table" and commit or {}
+  return str(commit.short_sha, str(commit.sha):sub(1, 7))
+end
+
+--- What became of a commit, oldest first: "reverted 3 weeks later by 1a2b3c4; re-applied 1 month later by …"
+--- ("" when nothing is known). The shared table tests/data/consequences.json checks it against the server.
+--- @param items table[]|nil the `consequences` of a result entry
+--- @return string
+function M.consequences(items)
+  local out = {}
+  for _, c in ipairs(type(items) == "table" and items or {}) do
+    if type(c) == "table" then
+      local kind = str(c.kind)
+      table.insert(out, ("%s %s by %s"):format(VERBS[kind] or kind, M.later(c.after_days), short_of(c.by)))
+    end
+  end
+  return table.concat(out, "; ")
+end
+
+--- Identical changes shown once: "the same change also as 1a2b3c4, 5d6e7f8" ("" without twins).
+--- @param twins table[]|nil commit objects
+--- @return string
+function M.twins(twins)
+  if type(twins) ~= "table" or #twins == 0 then
+    return ""
+  end
+  return "the same change also as " .. table.concat(vim.tbl_map(short_of, twins), ", ")
+end
+
+--- Consequences and twins of a result entry in one line ("" when nothing is known).
+function M.fate(entry)
+  if type(entry) ~= "table" then
+    return ""
+  end
+  local parts = vim.tbl_filter(function(p)
+    return p ~= ""
+  end, { M.consequences(entry.consequences), M.twins(entry.twins) })
+  return table.concat(parts, "; ")
+end
+
+--- The commit view's extra header lines for a result entry: "Later:  …", "Same:   …".
+--- @return string[]
+function M.fate_header(entry)
+  local out = {}
+  local later = M.consequences(type(entry) == "table" and entry.consequences or nil)
+  if later ~= "" then
+    table.insert(out, "Later:  " .. later)
+  end
+  local same = M.twins(type(entry) == "table" and entry.twins or nil)
+  if same ~= "" then
+    table.insert(out, "Same:   " .. same)
+  end
+  return out
+end
+
+--- One picker line: "subject · 9f1c2ab Ada, 3 days ago · why · fate"; a group: "History of f: 4 changes…".
 --- @param entry table a result entry ({provenance, commit, reason, hunks}) or a group ({group = {...}})
 --- @param opts? {now?: integer, subject_width?: integer}
 --- @return string
@@ -212,6 +287,7 @@ function M.item(entry, opts)
     truncate(str(commit.subject, "(no subject)"), opts.subject_width or 60),
     vim.trim(sha .. " " .. table.concat(by, ", ")),
     M.why(entry),
+    M.fate(entry),
   }
   local out = {}
   for _, p in ipairs(parts) do
@@ -362,11 +438,12 @@ function M.qf_items(entries, opts)
     local item = {
       filename = M.buffer_name(sha),
       module = str(commit.short_sha, sha:sub(1, 7)),
-      text = ("%s · %s, %s · %s"):format(
+      text = ("%s · %s, %s · %s%s"):format(
         str(commit.subject, "(no subject)"),
         str(author.name),
         M.relative_date(str(commit.date), opts.now),
-        M.why(e)
+        M.why(e),
+        M.fate(e) ~= "" and (" · " .. M.fate(e)) or ""
       ),
       user_data = { sha = sha, path = hunk and hunk.path or nil, new_start = hunk and hunk.new_start or nil },
       valid = 1,

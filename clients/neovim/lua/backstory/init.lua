@@ -98,7 +98,8 @@ end
 
 --- Open a commit at a hunk.
 --- @param sha string
---- @param opts? {path?: string, new_start?: integer, client?: vim.lsp.Client, bufnr?: integer}
+--- @param opts? {path?: string, new_start?: integer, client?: vim.lsp.Client, bufnr?: integer, fate?: string[]}
+--- `fate`: header lines saying what became of the commit (format.fate_header), shown under its Date: line.
 function M.show(sha, opts)
   opts = opts or {}
   if not sha or sha == "" then
@@ -119,7 +120,10 @@ function M.show(sha, opts)
     if type(result) ~= "table" or type(result.text) ~= "string" then
       return notify("no such commit: " .. sha, vim.log.levels.WARN)
     end
-    ui.show_commit(result, { sha = result.sha or sha, path = opts.path, new_start = opts.new_start, open = cfg.open })
+    ui.show_commit(
+      result,
+      { sha = result.sha or sha, path = opts.path, new_start = opts.new_start, open = cfg.open, fate = opts.fate }
+    )
   end)
 end
 
@@ -157,6 +161,7 @@ function M.present(result, opts)
         new_start = hunk.new_start,
         client = opts.client,
         bufnr = opts.bufnr,
+        fate = format.fate_header(entry),
       })
     end,
   })
@@ -400,6 +405,37 @@ function M.search(query, opts)
   end)
 end
 
+--- :Backstory changes [REV] — prior art for the uncommitted changes of the current buffer's repository (staged
+--- and unstaged, against HEAD), or for the change of a commit (REV) or range (A..B).
+--- @param rev string|nil
+--- @param opts? {bang?: boolean}
+function M.changes(rev, opts)
+  opts = opts or {}
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = get_client(bufnr)
+  if not client then
+    return
+  end
+  local arg = commands.changes_arg({ uri = buf_uri(bufnr), rev = rev, k = config.get().k })
+  blsp.exec(client, blsp.server_commands.find_prior_art_for_changes, arg, bufnr, function(err, result)
+    if err then
+      return report_error(err)
+    end
+    local changes = type(result) == "table" and type(result.changes) == "table" and result.changes or {}
+    local files = type(changes.files) == "table" and #changes.files or 0
+    if type(result) == "table" and files == 0 then
+      -- nothing to search: the server's hint says so ("no changes to search for: the worktree has no …")
+      local meta = type(result._meta) == "table" and result._meta or {}
+      local why = present(meta.hint) and tostring(meta.hint) or "there are no uncommitted changes to find prior art for"
+      M.last_entries = {}
+      return notify(why, vim.log.levels.WARN)
+    end
+    local about = present(changes.spec) and tostring(changes.spec) or "your changes"
+    local title = ("prior art for %s (%d file%s)"):format(about, files, files == 1 and "" or "s")
+    M.present(result, { title = title, client = client, bufnr = bufnr, bang = opts.bang })
+  end)
+end
+
 --- :Backstory reindex (bang: rebuild from scratch); its end is reported when the server says so.
 function M.reindex(rebuild)
   local bufnr = vim.api.nvim_get_current_buf()
@@ -543,6 +579,8 @@ function M.run(opts)
   local sub, rest = commands.parse(opts.fargs or {})
   if sub == "prior-art" then
     M.prior_art(opts)
+  elseif sub == "changes" then
+    M.changes(rest ~= "" and rest or nil, opts)
   elseif sub == "search" then
     M.search(rest, opts)
   elseif sub == "history" then

@@ -13,14 +13,16 @@ M.server_commands = {
   hover_info = "backstory.hoverInfo",
   reindex = "backstory.reindex",
   status = "backstory.status",
+  find_prior_art_for_changes = "backstory.findPriorArtForChanges",
 }
 
---- Client-side commands carried by the server's code actions and hover links (see docs/protocol.md).
+--- Client-side commands carried by the server's code actions and hover links (see docs/protocol.md), each with
+--- the server command it calls.
 M.ui_commands = {
-  "backstory.ui.findPriorArt",
-  "backstory.ui.symbolHistory",
-  "backstory.ui.openCommit",
-  "backstory.ui.openChanges",
+  ["backstory.ui.findPriorArt"] = "backstory.findPriorArt",
+  ["backstory.ui.symbolHistory"] = "backstory.symbolHistory",
+  ["backstory.ui.openCommit"] = "backstory.showCommit",
+  ["backstory.ui.openChanges"] = "backstory.fileAtRevision",
 }
 
 --- Exits of Backstory clients that did not stop cleanly: {code, signal, client_id}, oldest first.
@@ -102,7 +104,7 @@ end
 --- Register the client-side commands that the server's code actions carry, so that
 --- vim.lsp.buf.code_action() can run them. Idempotent.
 function M.register()
-  for _, ui_command in ipairs(M.ui_commands) do
+  for ui_command in pairs(M.ui_commands) do
     if not vim.lsp.commands[ui_command] then
       vim.lsp.commands[ui_command] = function(command, ctx)
         require("backstory").run_ui_command(ui_command, command, ctx)

@@ -188,9 +188,36 @@ function M.commit_buffer(result)
   return buf
 end
 
+local FATE = vim.api.nvim_create_namespace("backstory_fate")
+
+--- Show what became of a commit under its header's Date: line, as virtual lines (the text and the hunks'
+--- positions stay the showCommit answer's); `lines` empty clears them. Kept in b:backstory_fate.
+--- @param buf integer
+--- @param lines string[]|nil e.g. { "Later:  reverted 3 weeks later by 1a2b3c4" }
+function M.set_fate(buf, lines)
+  vim.api.nvim_buf_clear_namespace(buf, FATE, 0, -1)
+  lines = lines or {}
+  vim.b[buf].backstory_fate = lines
+  if #lines == 0 then
+    return
+  end
+  local head = vim.api.nvim_buf_get_lines(buf, 0, 6, false)
+  local at = 0
+  for i, l in ipairs(head) do
+    if vim.startswith(l, "Date:") then
+      at = i - 1
+      break
+    end
+  end
+  local virt = vim.tbl_map(function(l)
+    return { { l, "WarningMsg" } }
+  end, lines)
+  vim.api.nvim_buf_set_extmark(buf, FATE, at, 0, { virt_lines = virt })
+end
+
 --- Open a commit (`backstory://<sha>`) and put the cursor on the hunk of `path` (at `new_start`).
 --- @param result table|nil a showCommit answer already at hand (else the buffer reads it)
---- @param opts {sha: string, path?: string, new_start?: integer, open?: string}
+--- @param opts {sha: string, path?: string, new_start?: integer, open?: string, fate?: string[]}
 --- @return integer bufnr
 function M.show_commit(result, opts)
   local name = format.buffer_name(opts.sha)
@@ -198,6 +225,9 @@ function M.show_commit(result, opts)
     M.commit_buffer(result)
   end
   local buf = open_buffer(name, opts.open)
+  if opts.fate then
+    M.set_fate(buf, opts.fate)
+  end
   local hunks = vim.b[buf].backstory_hunks
   local line = format.hunk_line(type(hunks) == "table" and hunks or {}, opts.path, opts.new_start)
   if type(line) == "number" then
