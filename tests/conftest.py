@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gitrepo import GitRepo, build_sample
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep model caches out of the user's home and make runs independent of the caller's environment."""
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep model caches out of the user's home and make runs independent of the caller's environment.
+
+    Session-wide, so that servers started by module-scoped fixtures (tests/lsp/) see it too."""
     cache = tmp_path_factory.getbasetemp() / "backstory-cache"
-    monkeypatch.setenv("BACKSTORY_CACHE_DIR", os.environ.get("BACKSTORY_TEST_CACHE", str(cache)))
-    monkeypatch.delenv("BACKSTORY_INDEX_DIR", raising=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BACKSTORY_CACHE_DIR", os.environ.get("BACKSTORY_TEST_CACHE", str(cache)))
+        mp.delenv("BACKSTORY_INDEX_DIR", raising=False)
+        yield
 
 
 @pytest.fixture

@@ -25,8 +25,9 @@ from backstory.search import learned
 from backstory.search.engine import Engine
 from backstory.search.features import FEATURES
 from backstory.search.options import ModelConfig, SearchOptions
-from gitrepo import GitRepo, fast_history, kill_dense_phase
+from gitrepo import GitRepo, kill_dense_phase
 from onnx_fixtures import write_cross_encoder
+from trials import wordy_history
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -116,8 +117,11 @@ def test_learned_second_stage_orders_the_reranked_candidates(dense_repo, embedde
     assert not result["_meta"]["warnings"]
     hits = result["results"]
     assert hits[0]["commit"]["sha"] == shas["b"]
-    assert all(0.0 < h["why"]["learned"] < 1.0 for h in hits)
+    assert all(isinstance(h["why"]["learned"], float) for h in hits)
+    # the score is the calibrated probability over the candidates: positive, in order, summing to at most 1
+    assert all(0.0 < h["score"] <= 1.0 for h in hits) and sum(h["score"] for h in hits) <= 1.0 + 1e-6
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    assert hits[0]["why"]["decided_by"] == [] if len(hits) == 1 else hits[0]["why"]["decided_by"]
     assert result["_meta"]["second_stage"] == "learned"
     blend = engine.search(query, SearchOptions(second_stage="blend"))
     assert all(h["why"]["learned"] is None for h in blend["results"]) and blend["_meta"]["second_stage"] == "blend"
@@ -138,6 +142,7 @@ def test_learned_weights_decide_the_order(dense_repo, embedder, tmp_path) -> Non
     hits = _engine(path, embedder, second_stage_path=str(model)).search(query, SearchOptions())["results"]
     reranks = [h["why"]["rerank"] for h in hits]
     assert len(set(reranks)) >= 3 and reranks == sorted(reranks)  # lowest MaxSim first
+    assert hits[0]["why"]["decided_by"] == ["maxsim"]  # the one feature the model reads put it first
     blend = _engine(path, embedder).search(query, SearchOptions(second_stage="blend"))["results"]
     assert [h["commit"]["sha"] for h in blend] != [h["commit"]["sha"] for h in hits]
 
@@ -322,12 +327,12 @@ def test_cli_second_index_run_embeds_nothing(tmp_path) -> None:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
-    assert "embedded 2 file unit(s)" in cli("index", str(repo.path))
-    assert "embedded 0 file unit(s)" in cli("index", str(repo.path))
+    assert "embedded 2 file changes" in cli("index", str(repo.path))
+    assert "embedded 0 file changes" in cli("index", str(repo.path))
     status = json.loads(cli("status", "--json", "-C", str(repo.path)))
     assert status["index"]["dense_coverage"] == 1.0 and status["states_bytes"] == 0  # no codec yet
     repo.commit("CSV export", {"export/csv.py": "import csv\n\ndef write_rows(fh, rows):\n    pass\n"})
-    assert "embedded 1 file unit(s)" in cli("index", str(repo.path))
+    assert "embedded 1 file change in" in cli("index", str(repo.path))
     assert json.loads(cli("status", "--json", "-C", str(repo.path)))["index"]["dense_coverage"] == 1.0
 
 
@@ -340,13 +345,13 @@ def test_damaged_vector_file_is_said_and_the_next_index_embeds_again(dense_repo,
     store.vectors_path.write_bytes(b"\x00garbage" * 10)
     cli = [sys.executable, "-m", "backstory", "index", str(path), "--no-messages"]  # as the fixture was built
     proc = subprocess.run(cli, capture_output=True, text=True)
-    assert proc.returncode == 0 and "embedded 4 file unit(s)" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and "embedded 4 file changes" in proc.stdout, proc.stderr
     assert "vectors.usearch is damaged" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_dense_phase_survives_kill_9(tmp_path, embedder) -> None:
     path = tmp_path / "big"
-    fast_history(path, 400, files=400)
+    wordy_history(path, 400)  # ~50 tokens a unit: the codec is fitted after 256 units, batches are saved from then
     index_repository(path)
     store = store_for(open_repo(path))
     done = kill_dense_phase(path, 64)

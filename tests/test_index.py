@@ -115,7 +115,7 @@ def test_concurrent_indexer_fails_cleanly(sample) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "backstory", "index", str(path), "--no-dense"], capture_output=True, text=True
         )
-        assert proc.returncode == 1
+        assert proc.returncode == 4  # an error the user can fix (cli.EXIT_ERROR)
         assert "another `backstory index`" in proc.stderr
     assert index_repository(path).new_commits == 0
 

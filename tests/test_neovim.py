@@ -99,9 +99,12 @@ UNIT_TESTS = [
     "hunk_location",
     "why",
     "item",
-    "entries: prior-art (exact list + results, de-duplicated)",
+    "consequences and twins",
+    "entries: prior art first, the exact history as one group",
     "entries: exact as a symbol-history object, history, search",
+    "partial",
     "qf_items",
+    "buffer names",
     "hunk_line",
     "status_text",
     "status_summary",
@@ -114,10 +117,12 @@ UNIT_TESTS = [
     "config invalid values fall back to defaults",
     "config errors are reported once",
     "lsp/backstory.lua resolves through vim.lsp.config",
-    "ui.show_commit scratch buffer",
+    "ui.show_commit buffer",
     "ui.quickfix",
-    "ui.pick formats items through vim.ui.select",
+    "ui.pick formats items through vim.ui.select; a group opens a second list",
     ":Backstory without a server warns instead of failing",
+    'an enabled server that is not installed: one message naming the fix, not "not enabled"',
+    "a server that starts and exits: one message, and :Backstory says it exited",
 ]
 
 
@@ -173,6 +178,7 @@ def fetch_with_retry(url, attempts=5, delay=0.5):
         response = get(url)
         if response is not None:
             return response
+        # wait a little longer after each failure
         time.sleep(delay)
         delay *= 2
     return None
@@ -262,12 +268,40 @@ def repo(tmp_path_factory) -> Path:
             GIT_COMMITTER_DATE=date,
         )
         git(repo, "commit", "-q", "-m", subject, env=env)
+    # the last commit is reverted three weeks later: a consequence the clients show ("reverted 3 weeks later by …")
+    date = "2024-05-22T08:15:00+00:00"
+    env = dict(base, GIT_AUTHOR_NAME="Carol White", GIT_AUTHOR_EMAIL="carol@example.com", GIT_AUTHOR_DATE=date)
+    env.update(GIT_COMMITTER_NAME="Carol White", GIT_COMMITTER_EMAIL="carol@example.com", GIT_COMMITTER_DATE=date)
+    git(repo, "revert", "--no-edit", "HEAD", env=env)
     return repo
 
 
 def symbol_line(repo: Path) -> int:
     lines = (repo / "src/http_client.py").read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if line.startswith(f"def {SYMBOL}"))
+
+
+def at(repo: Path, needle: str, offset: int = 0) -> tuple[int, int]:
+    """1-based line and 0-based byte column of ``needle`` in src/http_client.py (plus ``offset``)."""
+    text = (repo / "src/http_client.py").read_text()
+    i = text.index(needle)
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + offset
+
+
+def hovers(repo: Path) -> list[dict[str, object]]:
+    cases = [
+        ("a keyword", "for attempt", 0, None),
+        ("a comment", "# wait a little", 4, None),
+        ("a parameter", "range(attempts)", 7, None),
+        ("a local", "return response", 8, None),
+        ("the definition", f"def {SYMBOL}", 6, f"Past changes to `{SYMBOL}`"),
+        ("a call resolved in the same file", "get(url)", 1, "Past changes to `get`"),
+    ]
+    out: list[dict[str, object]] = []
+    for what, needle, offset, expect in cases:
+        line, col = at(repo, needle, offset)
+        out.append({"what": what, "line": line, "col": col, "expect": expect})
+    return out
 
 
 def e2e(
@@ -288,6 +322,10 @@ def e2e(
         "BACKSTORY_DIFF_LINE": DIFF_LINE,
         "BACKSTORY_SEARCH": SEARCH,
         "BACKSTORY_TIMEOUT_MS": str(timeout_ms),
+        "BACKSTORY_HOVERS": json.dumps(hovers(repo)),
+        "BACKSTORY_CHANGES_FILE": str(repo / "src/log_setup.py"),
+        "BACKSTORY_REVERTED": "Use ISO dates in log lines",
+        "BACKSTORY_REVERT": git(repo, "rev-parse", "--short=7", "HEAD").strip(),
         **(extra_env or {}),
     }
     return run_lua("e2e.lua", tmp, env, cwd=repo, timeout=120)
@@ -297,16 +335,20 @@ E2E_TESTS = [
     "client attaches",
     "server reports ready",
     "statusline",
-    "prior-art offers the commit",
+    "prior art first; the exact history is one entry that opens a second list",
     "choosing opens the commit diff",
-    "prior-art with bang fills the quickfix list",
+    "the diff view: the file before/after the commit, side by side",
+    "prior-art with bang: quickfix entries open the commit at the hunk",
     "prior-art on a selection",
     "prior-art on a charwise selection",
     "history of the symbol",
     "search",
     "show {sha} with completion",
-    "hover shows past changes",
+    "hover: on a definition and a resolved call, never on a keyword, comment or parameter",
+    "the hover's entries: :Backstory actions",
     "code actions offer prior art and run through vim.lsp.buf.code_action",
+    "changes: prior art for an uncommitted edit; a reverted commit says so",
+    "changes without uncommitted changes: the server's hint",
     "status and reindex commands",
     "checkhealth backstory",
     "no error messages",
@@ -354,3 +396,96 @@ def real_run(repo, tmp_path_factory):
 def test_real_server_e2e(real_run, name):
     data, proc = real_run
     check(data, proc, name)
+
+
+# --- partial results, reindex completion, a subfolder workspace -------------------------------------------
+
+LATE = "Retry three times by default"
+
+PARTIAL_TESTS = [
+    "the workspace folder is a subfolder of the repository",
+    "while another indexer holds the lock: the status line says indexing",
+    "partial results are labelled in the picker and the quickfix list",
+    "the lock is released: reindex reports when it is done",
+    "complete answers: no partial label, the newest commit in the exact history",
+    "a subfolder workspace gets the exact history",
+]
+
+
+@pytest.fixture(scope="module")
+def partial_run(tmp_path_factory):
+    """A repository the CLI indexed before its newest commit; the Lua script holds the index's write lock."""
+    problem = server_problem()
+    if problem:
+        pytest.fail(f"the Backstory server is not usable: {problem}")
+    tmp = tmp_path_factory.mktemp("partial")
+    repo = tmp / "repo"
+    repo.mkdir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    base.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    git(repo, "init", "-q", "-b", "main", env=base)
+
+    def commit(author: str, email: str, date: str, subject: str, files: dict[str, str]) -> None:
+        for path, content in files.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(content)
+            git(repo, "add", path, env=base)
+        env = dict(base, GIT_AUTHOR_NAME=author, GIT_AUTHOR_EMAIL=email, GIT_AUTHOR_DATE=date)
+        env.update(GIT_COMMITTER_NAME=author, GIT_COMMITTER_EMAIL=email, GIT_COMMITTER_DATE=date)
+        git(repo, "commit", "-q", "-m", subject, env=env)
+
+    for c in COMMITS:
+        commit(*c)
+    subprocess.run([str(BACKSTORY), "index", "--no-dense", str(repo)], check=True, capture_output=True, timeout=120)
+    late = (repo / "src/http_client.py").read_text().replace("attempts=5", "attempts=3")
+    commit("Ada Lovelace", "ada@example.com", "2024-06-01T09:00:00+00:00", LATE, {"src/http_client.py": late})
+    env = {
+        "BACKSTORY_CMD": json.dumps([str(BACKSTORY), "serve"]),
+        "BACKSTORY_FILE": str(repo / "src/http_client.py"),
+        "BACKSTORY_LINE": str(symbol_line(repo)),
+        "BACKSTORY_SYMBOL": SYMBOL,
+        "BACKSTORY_SUBJECT": SUBJECT,
+        "BACKSTORY_LATE": LATE,
+        "BACKSTORY_LOCK": str(repo / ".git" / "backstory" / "write.lock"),
+        "BACKSTORY_ROOT": str(repo / "src"),
+        "BACKSTORY_TIMEOUT_MS": "30000",
+    }
+    return run_lua("partial.lua", tmp, env, cwd=repo / "src", timeout=240)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("name", PARTIAL_TESTS)
+def test_partial_results_reindex_and_subfolder(partial_run, name):
+    data, proc = partial_run
+    check(data, proc, name)
+
+
+# --- screenshots for the documentation ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(not os.environ.get("BACKSTORY_SCREENSHOTS"), reason="set BACKSTORY_SCREENSHOTS=DIR (docs/images)")
+def test_screenshots(repo, tmp_path_factory):
+    """Neovim as the user sees it (hover, prior art, history, commit, diff, quickfix), rendered to PNGs in
+    $BACKSTORY_SCREENSHOTS by a UI client that attaches to `nvim --embed` (tests/nvim/screenshots.lua)."""
+    problem = server_problem()
+    if problem:
+        pytest.fail(f"the Backstory server is not usable: {problem}")
+    out = Path(os.environ["BACKSTORY_SCREENSHOTS"]).resolve()
+    env = {
+        "BACKSTORY_CMD": json.dumps([str(BACKSTORY), "serve"]),
+        "BACKSTORY_FILE": str(repo / "src/http_client.py"),
+        "BACKSTORY_LINE": str(symbol_line(repo)),
+        "BACKSTORY_SYMBOL": SYMBOL,
+        "BACKSTORY_SUBJECT": SUBJECT,
+        "BACKSTORY_DIFF_LINE": DIFF_LINE,
+        "BACKSTORY_PLUGIN": str(PLUGIN),
+        "BACKSTORY_SCREENSHOTS": str(out),
+    }
+    data, _proc = run_lua("screenshots.lua", tmp_path_factory.mktemp("shots"), env, cwd=repo, timeout=380)
+    failed = [r for r in data["results"] if not r["ok"]]
+    assert not failed, f"{failed[0]['name']}: {failed[0]['err']}"
+    for name in ("nvim-hover.png", "nvim-prior-art.png", "nvim-history.png", "nvim-commit.png", "nvim-diff.png"):
+        assert (out / name).stat().st_size > 10_000, name

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from backstory.cli import EXIT_ERROR, EXIT_NO_RESULTS, EXIT_OK
 from backstory.index import integrity
 from gitrepo import fast_history
 from trials import overwrite
@@ -51,7 +52,7 @@ def _largest(path: Path, ext: str) -> Path:
 
 def _said_cleanly(proc: subprocess.CompletedProcess[str], *words: str) -> None:
     assert "Traceback" not in proc.stderr and "panicked" not in proc.stderr, proc.stderr
-    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == EXIT_ERROR, (proc.returncode, proc.stdout, proc.stderr)
     line = proc.stderr.strip()
     assert line.startswith("backstory: ") and "\n" not in line, line
     for w in words:
@@ -61,7 +62,7 @@ def _said_cleanly(proc: subprocess.CompletedProcess[str], *words: str) -> None:
 def _status_says(path: Path, *words: str) -> None:
     proc = cli("status", "--json", "-C", str(path))
     assert "Traceback" not in proc.stderr, proc.stderr
-    if proc.returncode == 1:  # the damage was met while reading what status shows: said in one line
+    if proc.returncode == EXIT_ERROR:  # the damage was met while reading what status shows: said in one line
         _said_cleanly(proc, *words)
         return
     status = json.loads(proc.stdout)
@@ -81,11 +82,11 @@ def test_damage_in_the_middle_of_the_catalogue(repo: Path) -> None:
     for args in (("query", "update module 7", "--no-dense", "--json"), ("history", "pkg/mod_3.py:2")):
         proc = cli(*args, "-C", str(repo))
         assert "Traceback" not in proc.stderr, proc.stderr
-        if proc.returncode:
+        if proc.returncode not in (EXIT_OK, EXIT_NO_RESULTS):
             _said_cleanly(proc, "--rebuild")
     proc = cli("query", "--batch", "-", "--json", "--no-dense", "-C", str(repo), stdin="update module 7\nchange 12\n")
     assert "Traceback" not in proc.stderr, proc.stderr
-    if proc.returncode:
+    if proc.returncode not in (EXIT_OK, EXIT_NO_RESULTS):
         _said_cleanly(proc, "catalogue is damaged", "--rebuild")
     proc = cli("index", str(repo), "--no-dense", "--rebuild")
     assert proc.returncode == 0, proc.stderr

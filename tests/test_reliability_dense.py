@@ -116,7 +116,7 @@ def test_cli_index_re_embeds_a_deleted_vector_file(dense_index) -> None:
     assert "vector file vectors.usearch is missing" in json.loads(status.stdout)["hint"]
     proc = subprocess.run([sys.executable, "-m", "backstory", "index", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert f"embedded {units} file unit(s)" in proc.stdout
+    assert f"embedded {units} file changes" in proc.stdout
     assert "vectors.usearch is missing" in proc.stderr  # said, not silent
     assert f"embedding the {units} file unit(s) again" in proc.stderr
 
@@ -136,7 +136,7 @@ def test_writer_killed_mid_dense_phase_is_resumed_not_repaired(tmp_path, embedde
     """A dense phase killed -9 anywhere leaves a vector file the catalogue's stamps account for: readers do not
     call it damage and the next run embeds only what is left."""
     path = tmp_path / "r"
-    fast_history(path, 400, files=400)  # enough tokens for a codec early: batches are claimed as they go
+    wordy_history(path, 400)  # ~50 tokens a unit: the codec is fitted after 256 units, then batches are claimed
     index_repository(path)
     store = _store(path)
 

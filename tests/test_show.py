@@ -97,7 +97,7 @@ def test_cli_show_merge_with_path(merged) -> None:
         [sys.executable, "-m", "backstory", "show", shas["merge"], "--path", "README.md", "-C", str(repo.path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert proc.returncode == 1 and "does not change README.md" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 4 and "does not change README.md" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -195,4 +195,4 @@ def test_prefix_of_a_loose_then_packed_commit_and_of_a_pruned_one(tmp_path, no_o
     proc = subprocess.run(
         [sys.executable, "-m", "backstory", "show", second[:7], "-C", str(repo.path)], capture_output=True, text=True
     )  # fmt: skip
-    assert proc.returncode == 1 and "no commit starting with" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 4 and "no commit starting with" in proc.stderr and "Traceback" not in proc.stderr

@@ -37,7 +37,7 @@ T.test("sourcing twice is harmless", function()
 end)
 
 T.test("completion", function()
-  T.eq({ "prior-art", "search", "history", "show", "reindex", "status" }, vim.fn.getcompletion("Backstory ", "cmdline"))
+  T.eq({ "prior-art", "changes", "search", "history", "actions", "diff", "file", "show", "reindex", "status" }, vim.fn.getcompletion("Backstory ", "cmdline"))
   T.eq({ "search", "show", "status" }, vim.fn.getcompletion("Backstory s", "cmdline"))
   T.eq({ "reindex" }, vim.fn.getcompletion("Backstory! re", "cmdline"))
 end)
@@ -50,7 +50,7 @@ T.test("help tags", function()
   vim.fn.writefile(vim.fn.readfile(src), dir .. "/backstory.txt")
   vim.cmd("helptags " .. vim.fn.fnameescape(dir))
   vim.opt.rtp:prepend(vim.fn.fnamemodify(dir, ":h"))
-  for _, tag in ipairs({ "backstory", ":Backstory", "backstory-config", "backstory-statusline", "backstory-install", "backstory-health", "backstory.statusline()" }) do
+  for _, tag in ipairs({ "backstory", ":Backstory", "backstory-config", "backstory-statusline", "backstory-install", "backstory-health", "backstory.statusline()", ":Backstory-actions", ":Backstory-changes", ":Backstory-diff", ":Backstory-file", "backstory-buffers" }) do
     local ok, err = pcall(vim.cmd.help, tag)
     T.truthy(ok, "help tag " .. tag .. ": " .. tostring(err))
   end

@@ -53,24 +53,19 @@ T.test("parse_iso8601", function()
 end)
 
 T.test("relative_date", function()
-  local function at(seconds_ago)
-    return os.date("!%Y-%m-%dT%H:%M:%S+00:00", NOW - seconds_ago)
+  -- the table the server (views/age.py) and the VS Code client are tested with
+  local table_file = vim.fn.fnamemodify(here .. "../data/ages.json", ":p")
+  local data = vim.json.decode(table.concat(vim.fn.readfile(table_file), "\n"))
+  local now = format.parse_iso8601(data.now)
+  local wrong = {}
+  for _, c in ipairs(data.cases) do
+    local got = format.relative_date(c.date, now)
+    if got ~= c.expected then
+      table.insert(wrong, ("%s: expected %s, got %s"):format(c.date, c.expected, got))
+    end
   end
-  T.eq("just now", format.relative_date(at(5), NOW))
-  T.eq("just now", format.relative_date(at(-30), NOW)) -- small clock skew
-  T.eq("1 minute ago", format.relative_date(at(60), NOW))
-  T.eq("59 minutes ago", format.relative_date(at(3599), NOW))
-  T.eq("1 hour ago", format.relative_date(at(3600), NOW))
-  T.eq("23 hours ago", format.relative_date(at(86399), NOW))
-  T.eq("1 day ago", format.relative_date(at(86400), NOW))
-  T.eq("3 days ago", format.relative_date(at(3 * 86400), NOW))
-  T.eq("1 week ago", format.relative_date(at(7 * 86400), NOW))
-  T.eq("4 weeks ago", format.relative_date(at(29 * 86400), NOW))
-  T.eq("1 month ago", format.relative_date(at(30 * 86400), NOW))
-  T.eq("11 months ago", format.relative_date(at(340 * 86400), NOW))
-  T.eq("1 year ago", format.relative_date(at(366 * 86400), NOW))
-  T.eq("6 years ago", format.relative_date("2020-11-20T10:11:12+00:00", NOW))
-  T.eq("2027-01-01", format.relative_date("2027-01-01T00:00:00+00:00", NOW)) -- future: the date
+  T.truthy(#data.cases > 20, "the shared table has cases")
+  T.eq({}, wrong)
   T.eq("garbage", format.relative_date("garbage", NOW))
 end)
 
@@ -89,37 +84,69 @@ T.test("hunk_location", function()
 end)
 
 T.test("why", function()
-  T.eq("[message,diff,symbol]", format.why(entry()))
-  T.eq("[exact]", format.why(entry({ provenance = "EXACT" })))
+  -- the server's reason, in words, with the lines it changed; never lane ranks or scores
+  T.eq("src/http.py:10-21", format.why(entry()))
+  T.eq("similar change in src/http.py (lines 10-21)", format.why(entry({ reason = "similar change in src/http.py" })))
+  T.eq("message matches your words · src/http.py:10-21", format.why(entry({ reason = "message matches your words" })))
+  T.eq("similar code in this file (lines 10-21)", format.why(entry({ reason = "similar code in this file" })))
   T.eq("", format.why({ commit = {} }))
-  T.eq("[diff,path]", format.why({ why = { lanes = { path = 1, diff = 1 } } }))
+  T.eq("same function", format.why({ reason = "same function" }))
 end)
 
 T.test("item", function()
   T.eq(
-    "Add retry with backoff  9f1c2ab  Ada  3 days ago  src/http.py:10-21  [message,diff,symbol]",
-    format.item(entry(), { now = NOW })
+    "Add retry with backoff · 9f1c2ab Ada, 3 days ago · similar change in src/http.py (lines 10-21)",
+    format.item(entry({ reason = "similar change in src/http.py" }), { now = NOW })
   )
-  local e = entry({ provenance = "EXACT" })
-  table.insert(e.hunks, { path = "src/b.py", new_start = 1, new_lines = 1 })
-  T.eq("Add retry with backoff  9f1c2ab  Ada  3 days ago  src/http.py:10-21 +1  [exact]", format.item(e, { now = NOW }))
-  local long = entry({ commit = { subject = string.rep("x", 80) } })
-  local s = format.item(long, { now = NOW, subject_width = 10 })
-  T.eq(string.rep("x", 9) .. "…  9f1c2ab", s:sub(1, #string.rep("x", 9) + #"…  9f1c2ab"))
+  local long = entry({ commit = { subject = "Retry every request with exponential backoff and jitter" } })
+  T.eq("Retry every request with…", format.item(long, { now = NOW, subject_width = 26 }):match("^[^·]+"):gsub("%s+$", ""))
   -- missing fields do not crash
-  T.eq("(no subject)  abcdef1", format.item({ commit = { sha = "abcdef1234" }, hunks = {} }, { now = NOW }))
+  T.eq("(no subject) · abcdef1", format.item({ commit = { sha = "abcdef1234" }, hunks = {} }, { now = NOW }))
+  T.eq("History of f: 2 changes…", format.item({ group = { label = "History of f: 2 changes…" } }))
+  T.eq(nil, format.item(entry(), { now = NOW }):find("`", 1, true))
 end)
 
-T.test("entries: prior-art (exact list + results, de-duplicated)", function()
+T.test("consequences and twins", function()
+  -- the table the server (views/consequences.py) and the VS Code client are tested with
+  local table_file = vim.fn.fnamemodify(here .. "../data/consequences.json", ":p")
+  local data = vim.json.decode(table.concat(vim.fn.readfile(table_file), "\n"))
+  local wrong = {}
+  for _, c in ipairs(data.cases) do
+    local got = format.consequences(c.consequences)
+    if got ~= c.expected then
+      table.insert(wrong, ("expected %q, got %q"):format(c.expected, got))
+    end
+  end
+  T.truthy(#data.cases > 5, "the shared table has cases")
+  T.eq({}, wrong)
+  local reverted = { kind = "reverted", by = { sha = "1a2b3c4000", short_sha = "1a2b3c4" }, after_days = 21 }
+  local e = entry({ reason = "similar change in src/http.py", consequences = { reverted }, twins = { { sha = "5d6e7f8000" } } })
+  T.eq(
+    "Add retry with backoff · 9f1c2ab Ada, 3 days ago · similar change in src/http.py (lines 10-21)"
+      .. " · reverted 3 weeks later by 1a2b3c4; the same change also as 5d6e7f8",
+    format.item(e, { now = NOW })
+  )
+  T.eq({ "Later:  reverted 3 weeks later by 1a2b3c4", "Same:   the same change also as 5d6e7f8" }, format.fate_header(e))
+  T.eq({}, format.fate_header(entry()))
+  T.eq("", format.fate(entry({ consequences = {}, twins = {} })))
+  T.contains(format.qf_items({ e }, { now = NOW })[1].text, "reverted 3 weeks later by 1a2b3c4")
+end)
+
+T.test("entries: prior art first, the exact history as one group", function()
   local a = entry({ commit = { sha = "a", short_sha = "a" } })
   local b = entry({ commit = { sha = "b", short_sha = "b" } })
   a.provenance = nil
-  local result = { exact = { a }, results = { entry({ commit = { sha = "a" } }), b } }
+  local result = { symbol = { name = "f" }, exact = { a }, results = { entry({ commit = { sha = "a" } }), b } }
   local es = format.entries(result)
   T.eq(2, #es)
-  T.eq("a", es[1].commit.sha)
-  T.eq("EXACT", es[1].provenance)
-  T.eq("b", es[2].commit.sha)
+  T.eq("b", es[1].commit.sha)
+  T.eq("History of f", es[2].group.title)
+  T.eq("History of f: 1 change…", es[2].group.label)
+  T.eq("a", es[2].group.entries[1].commit.sha)
+  T.eq("EXACT", es[2].group.entries[1].provenance)
+  T.eq({ "b", "a" }, vim.tbl_map(function(e)
+    return e.commit.sha
+  end, format.commits(es)))
 end)
 
 T.test("entries: exact as a symbol-history object, history, search", function()
@@ -133,16 +160,35 @@ T.test("entries: exact as a symbol-history object, history, search", function()
   T.eq(0, #format.entries({ exact = vim.NIL, results = vim.NIL }))
 end)
 
+T.test("partial", function()
+  T.eq("indexing history 1,000/1,522 commits: results are partial until it finishes",
+    format.partial({ _meta = { partial = true, hint = "indexing history 1,000/1,522 commits: results are partial until it finishes" } }))
+  T.eq(nil, format.partial({ _meta = { partial = false, hint = "x" } }))
+  T.eq(nil, format.partial({}))
+end)
+
 T.test("qf_items", function()
-  local items = format.qf_items({ entry() }, "/repo/", { now = NOW })
+  local items = format.qf_items({ entry({ reason = "similar change in src/http.py" }) }, { now = NOW })
   T.eq(1, #items)
-  T.eq("/repo/src/http.py", items[1].filename)
-  T.eq(10, items[1].lnum)
-  T.eq("9f1c2ab  Add retry with backoff  Ada  3 days ago [message,diff,symbol]", items[1].text)
+  -- the commit view at the hunk, never a working-tree file
+  T.eq("backstory://9f1c2ab", items[1].filename)
+  T.eq("9f1c2ab", items[1].module)
+  T.eq("\\V\\^@@ -10,3 +10,12 @@", items[1].pattern)
+  T.eq("Add retry with backoff · Ada, 3 days ago · similar change in src/http.py (lines 10-21)", items[1].text)
   T.eq(1, items[1].valid)
-  local nohunk = format.qf_items({ entry({ hunks = {} }) }, "/repo")
-  T.eq(nil, nohunk[1].filename)
-  T.eq(0, nohunk[1].valid)
+  local nohunk = format.qf_items({ entry({ hunks = {} }) })
+  T.eq("backstory://9f1c2ab", nohunk[1].filename)
+  T.eq(1, nohunk[1].lnum)
+  T.eq("\\V\\^@@ -3 +0,0 @@", format.hunk_pattern({ old_start = 3, old_lines = 1, new_start = 0, new_lines = 0 }))
+end)
+
+T.test("buffer names", function()
+  T.eq("backstory://9f1c2ab", format.buffer_name("9f1c2ab0000"))
+  T.eq("backstory://9f1c2ab:src/a.py", format.buffer_name("9f1c2ab0000", "src/a.py"))
+  T.eq("backstory://9f1c2ab^:src/a.py", format.buffer_name("9f1c2ab0000", "src/a.py", true))
+  T.eq({ "9f1c2ab^", "src/a.py" }, { format.parse_buffer_name("backstory://9f1c2ab^:src/a.py") })
+  T.eq({ "9f1c2ab", nil }, { format.parse_buffer_name("backstory://9f1c2ab") })
+  T.eq({ nil, nil }, { format.parse_buffer_name("/tmp/x.py") })
 end)
 
 T.test("hunk_line", function()
@@ -159,10 +205,11 @@ T.test("hunk_line", function()
 end)
 
 T.test("status_text", function()
-  T.eq("Backstory: indexing 120/5000", format.status_text({ state = "indexing", phase = "history", done = 120, total = 5000 }))
-  T.eq("Backstory: indexing dense 3/10", format.status_text({ state = "indexing", phase = "dense", done = 3, total = 10 }))
-  T.eq("Backstory: indexing", format.status_text({ state = "indexing" }))
+  T.eq("Backstory: indexing history 1,000/1,522 commits", format.status_text({ state = "indexing", phase = "history", done = 1000, total = 1522 }))
+  T.eq("Backstory: embedding 512/4,635 files", format.status_text({ state = "indexing", phase = "dense", done = 512, total = 4635 }))
+  T.eq("Backstory: indexing history…", format.status_text({ state = "indexing" }))
   T.eq("Backstory: ready", format.status_text({ state = "ready" }))
+  T.eq("Backstory: 3 commits behind", format.status_text({ state = "ready", commits_behind_head = 3 }))
   T.eq("Backstory: starting", format.status_text({ state = "starting" }))
   T.eq("Backstory: error", format.status_text({ state = "error", message = "boom" }))
   T.eq("Backstory: no repository", format.status_text({ state = "no-repo" }))
@@ -197,7 +244,10 @@ end)
 
 T.test("complete", function()
   T.eq(commands.subcommands, commands.complete("", "Backstory ", {}))
+  T.eq({ "changes" }, commands.complete("c", "Backstory c", {}))
+  T.eq({ "abc1234" }, commands.complete("a", "Backstory changes a", { "abc1234" }))
   T.eq({ "search", "show", "status" }, commands.complete("s", "Backstory s", {}))
+  T.eq({ "diff" }, commands.complete("d", "Backstory d", {}))
   T.eq({ "prior-art" }, commands.complete("p", "'<,'>Backstory! p", {}))
   T.eq({ "abc1234", "abd0000" }, commands.complete("", "Backstory show ", { "abc1234", "abd0000" }))
   T.eq({ "abc1234" }, commands.complete("abc", "Backstory show abc", { "abc1234", "abd0000" }))
@@ -218,6 +268,9 @@ T.test("argument building", function()
   T.eq("{}", vim.json.encode(commands.reindex_arg(false, nil)))
   T.eq("{}", vim.json.encode(commands.status_arg(nil)))
   T.eq({ uri = uri }, commands.status_arg(uri))
+  T.eq("{}", vim.json.encode(commands.changes_arg({})))
+  T.eq({ uri = uri, rev = "HEAD~2..HEAD", k = 5, hideReverted = true }, commands.changes_arg({ uri = uri, rev = "HEAD~2..HEAD", k = 5, hide_reverted = true }))
+  T.eq({ uri = uri }, commands.changes_arg({ uri = uri, rev = "" }))
   T.eq({ start = { line = 0, character = 0 }, ["end"] = { line = 2, character = 9 } }, commands.line_range(1, 3, 9))
   -- the executeCommand params carry ONE object argument
   local blsp = require("backstory.lsp")
@@ -318,76 +371,117 @@ T.test("lsp/backstory.lua resolves through vim.lsp.config", function()
   vim.g.backstory = nil
 end)
 
-T.test("ui.show_commit scratch buffer", function()
+local COMMIT_TEXT = table.concat({
+  "commit 9f1c2ab000",
+  "Author: Ada <ada@example.com>",
+  "",
+  "    Add retry",
+  "",
+  "diff --git a/a.py b/a.py",
+  "--- a/a.py",
+  "+++ b/a.py",
+  "@@ -1,2 +1,3 @@ def f():",
+  " x",
+  "+y",
+  "diff --git a/old.py b/b.py",
+  "@@ -10,2 +10,3 @@",
+  " p",
+  "-q",
+  "+z",
+}, "\n") .. "\n"
+
+T.test("ui.show_commit buffer", function()
   local ui = require("backstory.ui")
-  local text = table.concat({
-    "commit 9f1c2ab000",
-    "Author: Ada <ada@example.com>",
-    "",
-    "    Add retry",
-    "",
-    "diff --git a/a.py b/a.py",
-    "--- a/a.py",
-    "+++ b/a.py",
-    "@@ -1,2 +1,3 @@",
-    " x",
-    "+y",
-    "diff --git a/b.py b/b.py",
-    "@@ -10,2 +10,3 @@",
-    "+z",
-  }, "\n") .. "\n"
   local buf = ui.show_commit({
     sha = "9f1c2ab000",
     title = "Add retry",
-    text = text,
+    text = COMMIT_TEXT,
     hunks = { { path = "a.py", new_start = 1, line = 8 }, { path = "b.py", new_start = 10, line = 12 } },
-  }, { path = "b.py", open = "split" })
+  }, { sha = "9f1c2ab000", path = "b.py", new_start = 10, open = "split" })
   T.eq(buf, vim.api.nvim_get_current_buf())
   T.eq("backstory://9f1c2ab", vim.api.nvim_buf_get_name(buf))
   T.eq("nofile", vim.bo[buf].buftype)
-  T.eq("wipe", vim.bo[buf].bufhidden)
+  T.eq("hide", vim.bo[buf].bufhidden) -- quickfix entries keep pointing at it
   T.eq(false, vim.bo[buf].modifiable)
-  T.eq("diff", vim.bo[buf].filetype)
-  T.eq(14, vim.api.nvim_buf_line_count(buf))
+  T.eq("git", vim.bo[buf].filetype)
+  T.eq(16, vim.api.nvim_buf_line_count(buf))
   T.eq({ 13, 0 }, vim.api.nvim_win_get_cursor(0))
   T.eq("@@ -10,2 +10,3 @@", vim.api.nvim_get_current_line())
   T.eq(2, #vim.api.nvim_list_wins())
-  -- showing the same commit again reuses the window and the name
-  local buf2 = ui.show_commit({ sha = "9f1c2ab000", text = text, hunks = {} }, { open = "split" })
+  -- the file and line under the cursor, for gd (diff) and gf (file at the revision)
+  vim.api.nvim_win_set_cursor(0, { 16, 0 })
+  T.eq({ sha = "9f1c2ab000", path = "b.py", old_path = "old.py", line = 11 }, ui.file_under_cursor())
+  vim.api.nvim_win_set_cursor(0, { 15, 0 })
+  T.eq(nil, ui.file_under_cursor().line) -- a removed line
+  vim.api.nvim_win_set_cursor(0, { 11, 0 })
+  T.eq({ sha = "9f1c2ab000", path = "a.py", old_path = "a.py", line = 2 }, ui.file_under_cursor())
+  T.truthy(vim.fn.maparg("gd", "n", false, true).buffer == 1, "gd mapped in the commit buffer")
+  -- showing the same commit again reuses the window and the buffer
+  local buf2 = ui.show_commit(nil, { sha = "9f1c2ab000", open = "split" })
   T.eq(2, #vim.api.nvim_list_wins())
-  T.eq(false, vim.api.nvim_buf_is_valid(buf))
-  T.eq("backstory://9f1c2ab", vim.api.nvim_buf_get_name(buf2))
+  T.eq(buf, buf2)
+  -- what became of the commit: virtual lines under its header; the text and the hunks' lines stay
+  ui.show_commit(nil, { sha = "9f1c2ab000", open = "split", fate = { "Later:  reverted 3 weeks later by 1a2b3c4" } })
+  local marks = vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })
+  local virt = {}
+  for _, m in ipairs(marks) do
+    for _, vl in ipairs(m[4].virt_lines or {}) do
+      table.insert(virt, { row = m[2], text = vl[1][1] })
+    end
+  end
+  T.eq({ { row = 0, text = "Later:  reverted 3 weeks later by 1a2b3c4" } }, virt)
+  T.eq({ "Later:  reverted 3 weeks later by 1a2b3c4" }, vim.b[buf].backstory_fate)
+  T.eq(16, vim.api.nvim_buf_line_count(buf))
+  ui.set_fate(buf, {})
+  T.eq({}, vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, {}))
   vim.cmd("close")
-  T.eq(false, vim.api.nvim_buf_is_valid(buf2)) -- bufhidden=wipe
 end)
 
 T.test("ui.quickfix", function()
   local ui = require("backstory.ui")
-  ui.quickfix({ entry() }, "Backstory: prior art", "/repo", false)
+  ui.quickfix({ entry() }, "Backstory: prior art", false)
   local qf = vim.fn.getqflist({ title = 1, items = 1 })
   T.eq("Backstory: prior art", qf.title)
   T.eq(1, #qf.items)
-  T.eq(10, qf.items[1].lnum)
-  T.eq("/repo/src/http.py", vim.api.nvim_buf_get_name(qf.items[1].bufnr))
+  T.eq("backstory://9f1c2ab", vim.api.nvim_buf_get_name(qf.items[1].bufnr))
+  T.eq("\\V\\^@@ -10,3 +10,12 @@", qf.items[1].pattern)
+  T.eq("9f1c2ab", qf.items[1].module)
+  -- with the commit's text at hand: its buffer is filled and the entry points at the hunk's line
+  local sha = entry().commit.sha
+  ui.quickfix({ entry() }, "Backstory: prior art", false, {
+    [sha] = { sha = sha, text = COMMIT_TEXT, hunks = { { path = "src/http.py", new_start = 10, line = 12 } } },
+  })
+  qf = vim.fn.getqflist({ items = 1 })
+  T.eq(13, qf.items[1].lnum)
+  T.eq("", qf.items[1].pattern)
+  local b = qf.items[1].bufnr
+  T.eq("@@ -10,2 +10,3 @@", vim.api.nvim_buf_get_lines(b, 12, 13, false)[1])
+  vim.cmd("silent cc 1")
+  T.eq(b, vim.api.nvim_get_current_buf())
+  T.eq(13, vim.api.nvim_win_get_cursor(0)[1])
+  vim.cmd("bwipe!")
 end)
 
-T.test("ui.pick formats items through vim.ui.select", function()
+T.test("ui.pick formats items through vim.ui.select; a group opens a second list", function()
   local ui = require("backstory.ui")
-  local seen, chosen
+  local seen, chosen = {}, nil
   local orig = vim.ui.select
   vim.ui.select = function(items, opts, on_choice)
-    seen = { prompt = opts.prompt, kind = opts.kind, lines = vim.tbl_map(opts.format_item, items) }
-    on_choice(items[1], 1)
+    table.insert(seen, { prompt = opts.prompt, kind = opts.kind, lines = vim.tbl_map(opts.format_item, items) })
+    on_choice(items[#items], #items)
   end
-  ui.pick({ entry() }, { prompt = "Backstory: x", on_choice = function(e)
+  local entries = format.entries({ symbol = { name = "f" }, exact = { entry({ commit = { sha = "e", short_sha = "e" } }) }, results = { entry() } })
+  ui.pick(entries, { prompt = "Backstory: prior art for f", on_choice = function(e)
     chosen = e
   end })
   vim.ui.select = orig
-  T.eq("Backstory: x", seen.prompt)
-  T.eq("backstory", seen.kind)
-  T.contains(seen.lines[1], "Add retry with backoff  9f1c2ab  Ada  ")
-  T.contains(seen.lines[1], "  src/http.py:10-21  [message,diff,symbol]")
-  T.eq("9f1c2ab", chosen.commit.short_sha)
+  T.eq(2, #seen)
+  T.eq("Backstory: prior art for f", seen[1].prompt)
+  T.eq("backstory", seen[1].kind)
+  T.contains(seen[1].lines[1], "Add retry with backoff · 9f1c2ab Ada, ")
+  T.eq("History of f: 1 change…", seen[1].lines[2])
+  T.eq("Backstory: history of f", seen[2].prompt)
+  T.eq("e", chosen.commit.sha)
 end)
 
 T.test(":Backstory without a server warns instead of failing", function()
@@ -404,9 +498,71 @@ T.test(":Backstory without a server warns instead of failing", function()
   vim.notify = orig
   T.eq(3, #notes, vim.inspect(notes))
   T.contains(notes[1].msg, "source file")
-  T.contains(notes[2].msg, 'vim.lsp.enable("backstory")')
+  T.contains(notes[2].msg, 'the language server is not enabled: add vim.lsp.enable("backstory")')
   T.contains(notes[3].msg, 'unknown subcommand "frobnicate"')
   T.eq(vim.log.levels.ERROR, notes[3].level)
+end)
+
+T.test("an enabled server that is not installed: one message naming the fix, not \"not enabled\"", function()
+  vim.cmd("filetype on")
+  vim.g.backstory = { cmd = { "/nonexistent/bin/backstory", "serve" } }
+  vim.lsp.config("backstory", { cmd = { "/nonexistent/bin/backstory", "serve" } })
+  vim.lsp.enable("backstory")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir .. "/.git", "p")
+  local notes = {}
+  local orig = vim.notify
+  vim.notify = function(msg, level)
+    table.insert(notes, { msg = msg, level = level })
+  end
+  vim.cmd("edit " .. dir .. "/x.py") -- FileType: the plugin says once that the server is missing
+  vim.cmd("Backstory prior-art")
+  vim.cmd("edit " .. dir .. "/y.py")
+  vim.notify = orig
+  vim.lsp.enable("backstory", false)
+  vim.g.backstory = nil
+  T.eq(2, #notes, vim.inspect(notes))
+  for _, n in ipairs(notes) do
+    T.contains(n.msg, "/nonexistent/bin/backstory is not executable")
+    T.contains(n.msg, "./scripts/setup")
+    T.contains(n.msg, "pip install <path to the")
+    T.contains(n.msg, "vim.g.backstory = { cmd = ")
+    T.eq(nil, n.msg:find("not enabled", 1, true))
+  end
+  T.eq(vim.log.levels.ERROR, notes[1].level)
+end)
+
+T.test("a server that starts and exits: one message, and :Backstory says it exited", function()
+  vim.cmd("filetype on")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir .. "/.git", "p")
+  vim.fn.writefile({ "#!/bin/sh", "echo 'backstory: broken install' >&2", "exit 3" }, dir .. "/backstory")
+  vim.fn.setfperm(dir .. "/backstory", "rwxr-xr-x")
+  vim.lsp.config("backstory", { cmd = { dir .. "/backstory", "serve" } })
+  vim.lsp.enable("backstory")
+  local notes = {}
+  local orig = vim.notify
+  vim.notify = function(msg, level)
+    table.insert(notes, { msg = msg, level = level })
+  end
+  vim.cmd("edit " .. dir .. "/x.py")
+  vim.wait(5000, function()
+    return #require("backstory.lsp").exits > 0
+  end, 20)
+  vim.wait(200, function()
+    return false
+  end, 20)
+  vim.cmd("Backstory prior-art")
+  vim.notify = orig
+  vim.lsp.enable("backstory", false)
+  local msgs = vim.tbl_map(function(n)
+    return n.msg
+  end, notes)
+  T.truthy(#require("backstory.lsp").exits > 0, "the exit was recorded")
+  local said = table.concat(msgs, "\n")
+  T.contains(said, "the language server exited (code 3)")
+  T.contains(said, "./scripts/setup")
+  T.eq(nil, said:find("not enabled", 1, true))
 end)
 
 T.finish()

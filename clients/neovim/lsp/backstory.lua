@@ -17,4 +17,5 @@ return {
   init_options = server_options,
   settings = { backstory = vim.deepcopy(server_options) },
   handlers = blsp.handlers,
+  on_exit = blsp.on_exit,
 }

@@ -6,15 +6,16 @@ import {
   ErrorAction,
   ExecuteCommandRequest,
   LanguageClient,
+  WorkDoneProgressCancelNotification,
   State,
   TransportKind,
   type LanguageClientOptions,
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { SECTION, serverSection, type Settings } from "./config";
-import { STATUS_NOTIFICATION, type StatusNotification } from "./protocol";
+import { HOVER_COMMANDS, STATUS_NOTIFICATION, type StatusNotification } from "./protocol";
 import type { SelfTest } from "./selftest";
-import { resolveServer } from "./server";
+import { REINSTALL_FIX, resolveServer } from "./server";
 import type { StatusBar } from "./status";
 
 /** The value for a `workspace/configuration` item: the whole section, or a dotted key inside it. */
@@ -28,9 +29,22 @@ function configValue(section: Record<string, unknown>, key: string | undefined):
   return value;
 }
 
+/** The settings editor at one setting: the remote (machine) settings when the window is remote (code-server,
+ * SSH, containers), where machine-scoped settings such as backstory.server.path live; else the user settings. */
+export async function openSetting(key: string): Promise<void> {
+  const command = vscode.env.remoteName ? "workbench.action.openRemoteSettings" : "workbench.action.openSettings";
+  try {
+    await vscode.commands.executeCommand(command, { query: `@id:${key}` });
+  } catch {
+    await vscode.commands.executeCommand("workbench.action.openSettings", key);
+  }
+}
+
 export class BackstoryClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private crashes: number[] = [];
+  /** The server's indexing progress token, while it indexes (to cancel it). */
+  private progressToken: string | number | undefined;
 
   constructor(
     private readonly settings: () => Settings,
@@ -50,7 +64,7 @@ export class BackstoryClient implements vscode.Disposable {
       workspaceFolders: folders.map((f) => f.uri.fsPath),
       pathEnv: process.env.PATH,
     });
-    if ("error" in resolved) return this.failed(resolved.error);
+    if ("error" in resolved) return this.failed(resolved.error, resolved.fix);
     this.output.info(`Starting ${resolved.command} ${resolved.args.join(" ")} --stdio (from ${resolved.source})`);
 
     const serverOptions: ServerOptions = {
@@ -62,6 +76,8 @@ export class BackstoryClient implements vscode.Disposable {
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file" }],
       outputChannel: this.output,
+      // the hover's command links (open a change, its diff, all changes, prior art) may run these commands only
+      markdown: { isTrusted: { enabledCommands: HOVER_COMMANDS }, supportHtml: false },
       initializationOptions: serverSection(settings),
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue }),
@@ -69,7 +85,7 @@ export class BackstoryClient implements vscode.Disposable {
           const now = Date.now();
           this.crashes = [...this.crashes.filter((t) => now - t < 180_000), now];
           if (this.crashes.length <= 3) return { action: CloseAction.Restart, handled: true };
-          void this.failed("it exited 4 times in 3 minutes (see Backstory: Show Output).");
+          void this.failed("the Backstory language server stopped 4 times in 3 minutes (see Backstory: Show Output).", REINSTALL_FIX);
           return { action: CloseAction.DoNotRestart, handled: true };
         },
       },
@@ -82,6 +98,15 @@ export class BackstoryClient implements vscode.Disposable {
             const section = serverSection(this.settings());
             return params.items.map((item, i) => configValue(section, item.section) ?? answers[i]);
           },
+        },
+        // Indexing progress is shown by the Backstory status bar item (from backstory/status, one line with
+        // units); VS Code's own progress item would only repeat it. Its token is kept so indexing can be cancelled.
+        handleWorkDoneProgress: (token, params, next) => {
+          if (params.kind === "begin") this.progressToken = token;
+          if (params.kind === "end") {
+            if (this.progressToken === token) this.progressToken = undefined;
+            next(token, params);
+          }
         },
         provideHover: async (document, position, token, next) => {
           if (!this.settings().hoverEnabled) return undefined;
@@ -110,7 +135,10 @@ export class BackstoryClient implements vscode.Disposable {
       await client.dispose().catch(() => undefined);
       const said = await this.diagnose(resolved.command, resolved.args, resolved.cwd);
       const why = e instanceof Error ? e.message : String(e);
-      return this.failed(`${resolved.command} ${said ? `exited: ${said}` : `failed (${why})`} (see Backstory: Show Output).`);
+      return this.failed(
+        `the Backstory language server (${resolved.command}) ${said ? `exited: ${said}` : `did not start (${why})`}.`,
+        REINSTALL_FIX,
+      );
     }
   }
 
@@ -133,6 +161,18 @@ export class BackstoryClient implements vscode.Disposable {
     }
     this.output.debug(`${command} ${JSON.stringify(arg)}`);
     return (await this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] })) as T;
+  }
+
+  /** Whether the server is indexing with a progress that can be cancelled. */
+  get canCancelIndexing(): boolean {
+    return this.progressToken !== undefined && this.running;
+  }
+
+  /** Ask the server to stop indexing (it stops between batches; the next run resumes). */
+  async cancelIndexing(): Promise<void> {
+    if (this.client && this.progressToken !== undefined) {
+      await this.client.sendNotification(WorkDoneProgressCancelNotification.type, { token: this.progressToken });
+    }
   }
 
   toServerUri(uri: vscode.Uri): string {
@@ -160,17 +200,15 @@ export class BackstoryClient implements vscode.Disposable {
     });
   }
 
-  private async failed(detail: string): Promise<void> {
-    const message = `Backstory: the language server could not start: ${detail}`;
+  /** One message: what is wrong and how to fix it, with buttons to the setting and the log. */
+  private async failed(problem: string, fix: string): Promise<void> {
+    const message = `Backstory: ${problem} ${fix}`;
     this.output.error(message);
     this.status.update({ state: "error", message });
     this.selfTest.write("error", { message });
-    const pick = await vscode.window.showErrorMessage(
-      `${message} Set backstory.server.path to the \`backstory\` executable, or to a Python interpreter that has Backstory installed.`,
-      "Open Settings",
-      "Show Output",
-    );
-    if (pick === "Open Settings") await vscode.commands.executeCommand("workbench.action.openSettings", "backstory.server.path");
+    const pick = await vscode.window.showErrorMessage(message, "Open Settings", "Show Output");
+    this.selfTest.write("errorAction", { pick: pick ?? null });
+    if (pick === "Open Settings") await openSetting("backstory.server.path");
     if (pick === "Show Output") this.output.show(true);
   }
 

@@ -46,7 +46,8 @@ export function serverSection(s: Settings): Record<string, unknown> {
     results: { count: s.resultsCount },
     rerank: s.rerank,
     secondStage: s.secondStage,
-    hover: { enabled: s.hoverEnabled, prewarm: s.hoverPrewarm },
+    // links: the hover's command links (open a change, its diff, all changes, prior art) run in VS Code
+    hover: { enabled: s.hoverEnabled, prewarm: s.hoverPrewarm, links: true },
     trace: { server: s.trace },
   };
 }

@@ -67,12 +67,24 @@ export interface Why {
   recency?: number | null;
 }
 
+/** What became of a commit later (exact provenance only), oldest first. */
+export interface Consequence {
+  kind: "reverted" | "reapplied" | "fixed" | "cherry-picked" | string;
+  by: CommitInfo;
+  after_days: number;
+}
+
 export interface ResultItem {
   provenance?: "EXACT" | "INFERRED" | string;
+  /** Why it is shown, in words ("same function", "similar change in src/x.py"); added by the language server. */
+  reason?: string;
   score?: number | null;
   commit: CommitInfo;
   why?: Why | null;
   hunks?: Hunk[];
+  consequences?: Consequence[];
+  /** Identical changes (cherry-picks, backports) shown once: the others' commits. */
+  twins?: CommitInfo[];
 }
 
 export interface IndexMeta {
@@ -93,6 +105,10 @@ export interface Meta {
   took_ms?: number;
   hint?: string | null;
   warnings?: string[];
+  /** True when the index is incomplete (being indexed, or behind HEAD): the hint says why. */
+  partial?: boolean;
+  /** The server's indexing progress while it runs. */
+  indexing?: { phase?: string | null; done?: number | null; total?: number | null };
 }
 
 export interface SymbolHistory {
@@ -113,11 +129,53 @@ export interface PriorArtResult extends SearchResult {
   exact?: SymbolHistory | ResultItem[] | null;
 }
 
+/** What a backstory.findPriorArtForChanges query was made of. */
+export interface ChangesInfo {
+  source?: "worktree" | "commit" | "range" | string;
+  spec?: string | null;
+  commits?: string[];
+  files?: { path: string; old_path?: string; change?: string; added?: number; removed?: number; symbols?: string[] }[];
+}
+
+/** The argument of backstory.findPriorArtForChanges. */
+export interface ChangesArg {
+  uri?: string;
+  paths?: string[];
+  rev?: string;
+  k?: number;
+  hideReverted?: boolean;
+}
+
+export interface ChangesResult extends SearchResult {
+  changes?: ChangesInfo;
+}
+
 export interface ShowCommitResult {
   sha: string;
   title?: string;
   text: string;
   hunks?: { path: string; new_start?: number; line: number }[];
+  files?: { path: string; old_path?: string; change?: string }[];
+}
+
+export interface FileAtRevision {
+  sha: string | null;
+  path: string;
+  exists: boolean;
+  binary: boolean;
+  text: string;
+}
+
+/** backstory.hoverInfo: what the hover at a position shows (symbol null where none shows). */
+export interface HoverInfo {
+  symbol: SymbolInfo | null;
+  uri?: string;
+  position?: Position;
+  commits: ResultItem[];
+  total: number;
+  more: boolean;
+  related: ResultItem[];
+  _meta?: Meta;
 }
 
 export interface StatusNotification {
@@ -139,12 +197,16 @@ export const ServerCommands = {
   search: "backstory.search",
   symbolHistory: "backstory.symbolHistory",
   showCommit: "backstory.showCommit",
+  fileAtRevision: "backstory.fileAtRevision",
+  hoverInfo: "backstory.hoverInfo",
   reindex: "backstory.reindex",
   status: "backstory.status",
+  findPriorArtForChanges: "backstory.findPriorArtForChanges",
 } as const;
 
 export const UiCommands = {
   findPriorArt: "backstory.ui.findPriorArt",
+  findPriorArtForChanges: "backstory.ui.findPriorArtForChanges",
   search: "backstory.ui.search",
   symbolHistory: "backstory.ui.symbolHistory",
   reindex: "backstory.ui.reindex",
@@ -152,4 +214,15 @@ export const UiCommands = {
   showStatus: "backstory.ui.showStatus",
   restart: "backstory.ui.restart",
   openCommit: "backstory.ui.openCommit",
+  openChanges: "backstory.ui.openChanges",
+  openFileAtRevision: "backstory.ui.openFileAtRevision",
+  showView: "backstory.ui.showView",
 } as const;
+
+/** Commands hover links may run (the hover's markdown is trusted for these only). */
+export const HOVER_COMMANDS = [
+  UiCommands.openCommit,
+  UiCommands.openChanges,
+  UiCommands.symbolHistory,
+  UiCommands.findPriorArt,
+];

@@ -28,8 +28,20 @@ export interface ResolvedServer {
 }
 
 export interface ResolveError {
+  /** What is wrong, in one sentence. */
   error: string;
+  /** How to fix it, in one sentence. */
+  fix: string;
 }
+
+/** The install route from the repository's README, and the setting to set. */
+export const INSTALL_FIX =
+  "Install it from the Backstory repository (run ./scripts/setup there, or pip install <path to the repository>), " +
+  "then set backstory.server.path to its backstory executable (.venv/bin/backstory).";
+
+/** For a server that is installed but does not run. */
+export const REINSTALL_FIX =
+  "Reinstall it from the Backstory repository (./scripts/setup), or set backstory.server.path to a backstory executable that works.";
 
 export function defaultIsExecutable(p: string): boolean {
   try {
@@ -103,6 +115,7 @@ export function resolveServer(settings: ServerSettings, env: ResolveEnv): Resolv
           `backstory.server.path is "${configured}", which is not an executable file` +
           (expanded !== configured ? ` (resolved to ${expanded})` : "") +
           ".",
+        fix: INSTALL_FIX,
       };
     }
     return { command: exe, args: commandLine(exe, args), cwd, source: "setting" };
@@ -121,8 +134,7 @@ export function resolveServer(settings: ServerSettings, env: ResolveEnv): Resolv
   if (onPath) return { command: onPath, args: commandLine(onPath, args), cwd, source: "path" };
 
   return {
-    error:
-      "could not find the `backstory` executable in a workspace `.venv` or on PATH. " +
-      "Install Backstory (`pip install backstory`) or set backstory.server.path to the executable or to a Python interpreter that has it.",
+    error: "the Backstory language server (backstory) is not in a workspace .venv or on PATH.",
+    fix: INSTALL_FIX,
   };
 }

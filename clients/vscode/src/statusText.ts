@@ -9,6 +9,20 @@ export interface StatusView {
 
 const fmt = (n: number) => n.toLocaleString("en-US");
 
+/** What each indexing phase counts, as the server says it ("indexing history 1,000/1,522 commits"). */
+const PHASES: Record<string, [string, string]> = {
+  history: ["indexing history", "commits"],
+  merges: ["diffing merges", "files"],
+  dense: ["embedding", "files"],
+};
+
+/** One line with units: "indexing history 1,000/1,522 commits", "embedding 512/4,635 files". */
+export function progressText(s: StatusNotification): string {
+  const [label, unit] = PHASES[s.phase ?? ""] ?? [s.phase ? `indexing (${s.phase})` : "indexing", "items"];
+  if (typeof s.done === "number" && typeof s.total === "number" && s.total > 0) return `${label} ${fmt(s.done)}/${fmt(s.total)} ${unit}`;
+  return `${label}…`;
+}
+
 /** One line about how fresh the index is: "1,234 commits indexed, up to date". */
 export function freshness(s: { indexed_commits?: number; commits_behind_head?: number | null; dense_coverage?: number | null }): string {
   const parts: string[] = [];
@@ -24,16 +38,18 @@ export function freshness(s: { indexed_commits?: number; commits_behind_head?: n
 
 export function statusView(s: StatusNotification): StatusView {
   const fresh = freshness(s);
-  const tooltip = ["Backstory", s.message, fresh, s.repo ? `Repository: ${s.repo}` : ""].filter((x) => !!x).join("\n");
+  const progress = s.state === "indexing" ? progressText(s) : "";
+  const tooltip = ["Backstory", progress || s.message, fresh, s.repo ? `Repository: ${s.repo}` : ""].filter((x) => !!x).join("\n");
   switch (s.state) {
-    case "indexing": {
-      const progress =
-        typeof s.done === "number" && typeof s.total === "number" && s.total > 0 ? ` ${fmt(s.done)}/${fmt(s.total)}` : "";
-      return { text: `$(sync~spin) Backstory${progress}`, tooltip, level: "normal" };
-    }
+    case "indexing":
+      return { text: `$(sync~spin) Backstory: ${progress}`, tooltip, level: "normal" };
     case "ready": {
       const behind = typeof s.commits_behind_head === "number" && s.commits_behind_head > 0;
-      return { text: behind ? "$(history) Backstory (stale)" : "$(history) Backstory", tooltip, level: behind ? "warning" : "normal" };
+      return {
+        text: behind ? `$(history) Backstory: ${fmt(s.commits_behind_head ?? 0)} commits behind` : "$(history) Backstory",
+        tooltip,
+        level: behind ? "warning" : "normal",
+      };
     }
     case "error":
       return { text: "$(error) Backstory", tooltip, level: "error" };
@@ -45,6 +61,14 @@ export function statusView(s: StatusNotification): StatusView {
   }
 }
 
+/** The sentence shown when a reindex the user asked for has finished ("indexed 3 new commits; 1,525 …"). */
+export function reindexDone(s: StatusNotification): string {
+  if (s.state === "error") return `Backstory: reindexing failed: ${s.message ?? "see Backstory: Show Output"}.`;
+  const what = s.message && s.message !== "done" ? s.message.replace(/commit\(s\)/, "new commit(s)") : "done";
+  const fresh = freshness(s);
+  return `Backstory: reindexing finished: ${what}${fresh ? `; ${fresh}` : ""}.`;
+}
+
 /** A one-paragraph summary of `backstory.status`'s JSON for a notification. */
 export function summarizeStatus(status: unknown): string {
   if (!status || typeof status !== "object") return "Backstory: no status.";
@@ -54,13 +78,14 @@ export function summarizeStatus(status: unknown): string {
   const index = (s.index && typeof s.index === "object" ? s.index : s) as Record<string, unknown>;
   const parts: string[] = [];
   const state = typeof s.state === "string" ? s.state : typeof server.state === "string" ? server.state : undefined;
-  if (state) parts.push(state);
+  if (state === "indexing") parts.push(progressText(server as StatusNotification));
+  else if (state) parts.push(state);
   const fresh = freshness(index as Parameters<typeof freshness>[0]);
   if (fresh) parts.push(fresh);
   if (typeof index.indexed_at === "string") parts.push(`indexed at ${index.indexed_at}`);
   const message = typeof s.message === "string" && s.message ? s.message : server.message;
-  if (typeof message === "string" && message && state !== "ready") parts.push(message);
-  if (typeof s.hint === "string" && s.hint) parts.push(s.hint);
+  if (typeof message === "string" && message && state !== "ready" && state !== "indexing") parts.push(message);
+  if (typeof s.hint === "string" && s.hint && state !== "indexing") parts.push(s.hint);
   const repo = typeof s.repo === "string" ? s.repo : typeof server.repo === "string" ? server.repo : undefined;
   if (!parts.length) return `Backstory: ${JSON.stringify(status)}`;
   return `Backstory${repo ? ` (${repo})` : ""}: ${parts.join("; ")}.`;

@@ -38,7 +38,7 @@ describe("settings", () => {
       results: { count: 7 },
       rerank: false,
       secondStage: "learned",
-      hover: { enabled: true, prewarm: true },
+      hover: { enabled: true, prewarm: true, links: true },
       trace: { server: "verbose" },
     });
   });

@@ -1,20 +1,27 @@
 import { strict as assert } from "node:assert";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, it } from "node:test";
 import {
+  changesAbout,
+  changesEmptyMessage,
+  changesEntries,
+  consequenceLine,
   emptyMessage,
   exactItems,
-  formatLanes,
-  formatWhy,
   historyEntries,
   hunkLine,
   hunkLocation,
+  partialNote,
   priorArtEntries,
   primaryHunk,
-  relativeDate,
   resultEntry,
   searchEntries,
+  shortTitle,
+  whyLine,
+  withHeaderLines,
 } from "../src/picker";
-import type { PriorArtResult, ResultItem } from "../src/protocol";
+import type { Consequence, PriorArtResult, ResultItem } from "../src/protocol";
 
 const NOW = new Date("2026-11-22T12:00:00Z");
 const ago = (seconds: number) => new Date(NOW.getTime() - seconds * 1000).toISOString();
@@ -24,6 +31,7 @@ function item(over: Partial<ResultItem> & { sha?: string; subject?: string } = {
   const sha = over.sha ?? "9f1c2ab0000000000000000000000000000000aa";
   return {
     provenance: "INFERRED",
+    reason: "similar change in src/http.py",
     score: 0.03,
     commit: {
       sha,
@@ -39,36 +47,6 @@ function item(over: Partial<ResultItem> & { sha?: string; subject?: string } = {
     ...over,
   };
 }
-
-describe("relativeDate", () => {
-  const cases: [number, string][] = [
-    [0, "just now"],
-    [30, "just now"],
-    [50, "50 seconds ago"],
-    [60 * 5, "5 minutes ago"],
-    [3600, "1 hour ago"],
-    [3600 * 5, "5 hours ago"],
-    [DAY * 1.5, "yesterday"],
-    [DAY * 3, "3 days ago"],
-    [DAY * 10, "10 days ago"],
-    [DAY * 15, "2 weeks ago"],
-    [DAY * 40, "1 month ago"],
-    [DAY * 200, "6 months ago"],
-    [DAY * 366, "1 year ago"],
-    [DAY * 365 * 3 + DAY, "3 years ago"],
-  ];
-  for (const [seconds, expected] of cases) {
-    it(`${seconds}s → ${expected}`, () => assert.equal(relativeDate(ago(seconds), NOW), expected));
-  }
-  it("handles the future, missing and invalid dates", () => {
-    assert.equal(relativeDate(ago(-3 * DAY), NOW), "in 3 days");
-    assert.equal(relativeDate(undefined, NOW), "");
-    assert.equal(relativeDate("not a date", NOW), "");
-  });
-  it("accepts ISO 8601 with an offset", () => {
-    assert.equal(relativeDate("2026-11-22T13:00:00+02:00", NOW), "1 hour ago");
-  });
-});
 
 describe("hunks", () => {
   it("formats the new side, a single line, and deletions on the old side", () => {
@@ -108,58 +86,44 @@ describe("hunks", () => {
   });
 });
 
-describe("why it matched", () => {
-  it("lists lanes by rank and skips nulls", () => {
-    assert.equal(formatLanes({ diff: 1, message: 2, path: null, symbol: 4, dense: 1 }), "dense #1, diff #1, message #2, symbol #4");
-    assert.equal(formatLanes(undefined), "");
+describe("why, in words", () => {
+  it("shows the server's reason with the lines, not lane ranks or scores", () => {
+    assert.equal(whyLine(item()), "similar change in src/http.py (lines 10-21)");
+    const line = whyLine(item({ reason: "message matches your words" }));
+    assert.equal(line, "message matches your words · src/http.py:10-21");
+    assert.doesNotMatch(line, /#|rerank|learned|dense|`/);
+    assert.equal(whyLine(item({ reason: "similar code in this file" })), "similar code in this file (lines 10-21)");
   });
-  it("says INFERRED with lanes and rerank", () => {
-    assert.equal(formatWhy(item()), "INFERRED · dense #1, diff #1, message #2, symbol #4 · rerank 0.71");
-  });
-  it("says EXACT with the symbol", () => {
-    const exact = item({ provenance: "EXACT", why: null });
-    assert.equal(formatWhy(exact, "fetch_with_retry"), "EXACT · changed `fetch_with_retry`");
-    assert.equal(formatWhy(exact), "EXACT · symbol history");
-  });
-  it("adds the learned second stage's score when it ordered the results", () => {
-    const why = { lanes: { diff: 1 }, rerank: 0.5, learned: 0.834 };
-    assert.equal(formatWhy(item({ why })), "INFERRED · diff #1 · rerank 0.50 · learned 0.83");
-  });
-
-  it("omits rerank when it was off", () => {
-    assert.equal(formatWhy(item({ why: { lanes: { message: 1 }, rerank: null } })), "INFERRED · message #1");
+  it("mentions other files and survives a missing reason", () => {
+    const many = item({ hunks: [{ path: "src/http.py", new_start: 1, new_lines: 3 }, { path: "b.py" }, { path: "c.py" }] });
+    assert.equal(whyLine(many), "similar change in src/http.py (lines 1-3) (+2 more files)");
+    assert.equal(whyLine(item({ reason: undefined })), "src/http.py:10-21");
   });
 });
 
 describe("picker entries", () => {
-  it("label = subject, description = sha · author · date, detail = file:lines · why", () => {
+  it("label = subject, description = sha · author · date, detail = why in words", () => {
     const e = resultEntry(item(), NOW);
     assert.equal(e.kind, "item");
     assert.equal(e.label, "Add retry with backoff");
     assert.equal(e.description, "9f1c2ab · Ada · 3 days ago");
-    assert.equal(e.detail, "src/http.py:10-21 · INFERRED · dense #1, diff #1, message #2, symbol #4 · rerank 0.71");
+    assert.equal(e.detail, "similar change in src/http.py (lines 10-21)");
     assert.deepEqual(e.target, {
       sha: "9f1c2ab0000000000000000000000000000000aa",
       shortSha: "9f1c2ab",
       subject: "Add retry with backoff",
       path: "src/http.py",
+      oldPath: undefined,
       newStart: 10,
       provenance: "INFERRED",
     });
-  });
-  it("mentions other files and survives missing fields", () => {
-    const e = resultEntry(
-      item({ hunks: [{ path: "a.py", new_start: 1, new_lines: 3 }, { path: "b.py" }, { path: "c.py" }] }),
-      NOW,
-    );
-    assert.match(e.detail ?? "", /^a\.py:1-3 \(\+2 more files\) · INFERRED/);
     const bare = resultEntry({ commit: { sha: "abcdef1234567" } }, NOW);
     assert.equal(bare.label, "(no subject)");
     assert.equal(bare.description, "abcdef1");
-    assert.equal(bare.detail, "INFERRED");
+    assert.equal(bare.detail, "");
   });
-  it("puts the exact history first, then related commits, de-duplicated", () => {
-    const exactCommit = item({ sha: "1".repeat(40), subject: "Add fetch_with_retry", provenance: "EXACT", why: null });
+  it("puts prior art first and the exact history behind one entry that opens it", () => {
+    const exactCommit = item({ sha: "1".repeat(40), subject: "Add fetch_with_retry", provenance: "EXACT", reason: "same function" });
     const related = item({ sha: "2".repeat(40), subject: "Retry uploads" });
     const res: PriorArtResult = {
       symbol: { name: "fetch_with_retry", kind: "function" },
@@ -170,31 +134,103 @@ describe("picker entries", () => {
     assert.deepEqual(
       entries.map((e) => [e.kind, e.label]),
       [
-        ["separator", "History of fetch_with_retry"],
-        ["item", "Add fetch_with_retry"],
-        ["separator", "Related elsewhere"],
         ["item", "Retry uploads"],
+        ["separator", ""],
+        ["group", "$(history) History of fetch_with_retry"],
       ],
     );
-    assert.match(entries[1].detail ?? "", /EXACT · changed `fetch_with_retry`/);
-    assert.equal(entries[1].target?.provenance, "EXACT");
+    const group = entries[2];
+    assert.equal(group.description, "1 change");
+    assert.deepEqual(group.group?.entries.map((e) => [e.label, e.target?.provenance, e.detail]), [
+      ["Add fetch_with_retry", "EXACT", "same function · src/http.py:10-21"],
+    ]);
   });
-  it("accepts `exact` as a plain list and marks it EXACT", () => {
+  it("a prior-art answer with no related commit still opens with the history entry", () => {
     const res: PriorArtResult = { exact: [{ commit: { sha: "3".repeat(40), subject: "s" } }], results: [] };
     assert.equal(exactItems(res)[0].provenance, "EXACT");
-    assert.deepEqual(priorArtEntries(res, NOW).map((e) => e.kind), ["separator", "item"]);
+    assert.deepEqual(priorArtEntries(res, NOW).map((e) => e.kind), ["group"]);
+    assert.deepEqual(priorArtEntries({ results: [] }, NOW), []);
   });
   it("has no separators for search results and history", () => {
     assert.deepEqual(searchEntries({ results: [item()] }, NOW).map((e) => e.kind), ["item"]);
     const h = historyEntries({ symbol: { name: "f" }, commits: [{ commit: { sha: "4".repeat(40), subject: "x" } }] }, NOW);
     assert.equal(h[0].target?.provenance, "EXACT");
-    assert.match(h[0].detail ?? "", /EXACT · changed `f`/);
-    assert.deepEqual(priorArtEntries({ results: [] }, NOW), []);
+  });
+  it("labels partial answers with the server's hint", () => {
+    assert.equal(partialNote({ partial: true, hint: "indexing history 1,000/1,522 commits: results are partial until it finishes" }),
+      "Partial results: indexing history 1,000/1,522 commits: results are partial until it finishes");
+    assert.equal(partialNote({ partial: false, hint: "x" }), undefined);
+    assert.equal(partialNote(undefined), undefined);
   });
   it("explains an empty answer with the server's hint or message", () => {
-    assert.equal(emptyMessage("prior art found", { _meta: { hint: "The index is empty: run Backstory: Reindex." } }),
-      "Backstory: no prior art found. The index is empty: run Backstory: Reindex.");
-    assert.equal(emptyMessage("history", { message: "no enclosing symbol at a.py:3" }), "Backstory: no history. no enclosing symbol at a.py:3");
+    assert.equal(emptyMessage("prior art found", { _meta: { hint: "the index is empty" } }), "Backstory: no prior art found (the index is empty).");
+    assert.equal(emptyMessage("history", { message: "no enclosing symbol at a.py:3" }), "Backstory: no history (no enclosing symbol at a.py:3).");
     assert.equal(emptyMessage("matching commits", {}), "Backstory: no matching commits.");
+  });
+});
+
+/** tests/data/consequences.json at the repository root: the table the server and the Neovim client are tested with. */
+function consequenceTable(): { cases: { consequences: Consequence[]; expected: string }[] } {
+  for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    const file = path.join(dir, "tests", "data", "consequences.json");
+    if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, "utf8"));
+  }
+  throw new Error("tests/data/consequences.json not found above " + __dirname);
+}
+
+describe("consequences and twins", () => {
+  for (const c of consequenceTable().cases) {
+    it(`the shared table: ${c.expected || "(none)"}`, () => assert.equal(consequenceLine(c.consequences), c.expected));
+  }
+  const reverted: Consequence = { kind: "reverted", by: { sha: "1a2b3c4" + "0".repeat(33), short_sha: "1a2b3c4" }, after_days: 21 };
+  const twin = { sha: "5d6e7f8" + "0".repeat(33), short_sha: "5d6e7f8", subject: "Add retry with backoff (backport)" };
+  it("picker rows say what became of the commit, after why it is shown", () => {
+    const e = resultEntry(item({ consequences: [reverted], twins: [twin] }), NOW);
+    assert.equal(e.detail, "similar change in src/http.py (lines 10-21) · reverted 3 weeks later by 1a2b3c4; the same change also as 5d6e7f8");
+    assert.deepEqual(e.target?.fate, ["Later:  reverted 3 weeks later by 1a2b3c4", "Same:   the same change also as 5d6e7f8"]);
+    const exact = historyEntries({ commits: [item({ provenance: "EXACT", reason: "same function", consequences: [reverted] })] }, NOW);
+    assert.equal(exact[0].detail, "same function · src/http.py:10-21 · reverted 3 weeks later by 1a2b3c4");
+    // nothing known: the row and the target are as before
+    assert.equal(resultEntry(item({ consequences: [], twins: [] }), NOW).detail, "similar change in src/http.py (lines 10-21)");
+    assert.equal(resultEntry(item({ consequences: [] }), NOW).target?.fate, undefined);
+  });
+  it("the commit view's header gets those lines after Date:, and the hunks move down", () => {
+    const text = "commit abc\nAuthor: Ada <a@x>\nDate:   2024-01-01\n\n    Subject\n\ndiff --git a/x b/x\n@@ -1 +1 @@\n-a\n+b";
+    const shown = withHeaderLines({ sha: "abc", text, hunks: [{ path: "x", new_start: 1, line: 7 }] }, ["Later:  reverted 2 days later by 1a2b3c4"]);
+    const lines = shown.text.split("\n");
+    assert.equal(lines[3], "Later:  reverted 2 days later by 1a2b3c4");
+    assert.equal(shown.hunks?.[0].line, 8);
+    assert.equal(lines[8], "@@ -1 +1 @@");
+    assert.equal(withHeaderLines({ sha: "abc", text }, []).text, text);
+  });
+});
+
+describe("prior art for changes", () => {
+  const files = [{ path: "app/client.py", change: "modify", added: 3, removed: 1 }];
+  it("lists the prior art, titled with what the change was", () => {
+    const res = { results: [item()], changes: { source: "worktree", spec: null, commits: [], files } };
+    assert.deepEqual(changesEntries(res, NOW).map((e) => [e.kind, e.label]), [["item", "Add retry with backoff"]]);
+    assert.equal(changesAbout(res), "your changes (1 file)");
+    assert.equal(changesAbout({ changes: { source: "commit", spec: "HEAD~1", files: [...files, ...files] } }), "HEAD~1 (2 files)");
+  });
+  it("says when there are no uncommitted changes, with the server's hint", () => {
+    const hint = "no changes to search for: the worktree has no uncommitted changes to indexed kinds of files";
+    assert.equal(
+      changesEmptyMessage({ results: [], changes: { source: "worktree", files: [] }, _meta: { hint } }),
+      `Backstory: ${hint}.`,
+    );
+    assert.equal(changesEmptyMessage({ results: [] }), "Backstory: there are no uncommitted changes to find prior art for.");
+    assert.equal(
+      changesEmptyMessage({ results: [], changes: { source: "worktree", files }, _meta: { hint: "the index is empty" } }),
+      "Backstory: no prior art found for these changes (the index is empty).",
+    );
+  });
+});
+
+describe("titles", () => {
+  it("are cut at a word boundary, never mid-token", () => {
+    assert.equal(shortTitle("Add retry with exponential backoff", 50), "Add retry with exponential backoff");
+    assert.equal(shortTitle("Add retry with exponential backoff to every HTTP request we make", 40), "Add retry with exponential backoff to…");
+    assert.equal(shortTitle("Supercalifragilisticexpialidocious_identifier_name", 20), "Supercalifragilisti…");
   });
 });

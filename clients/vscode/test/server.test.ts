@@ -54,7 +54,11 @@ describe("resolveServer", () => {
   it("fails clearly when nothing is found", () => {
     const r = resolveServer({ path: "", args: [] }, { workspaceFolders: [ws], pathEnv: bin });
     assert.ok("error" in r);
-    assert.match(r.error, /backstory\.server\.path/);
+    assert.equal(r.error, "the Backstory language server (backstory) is not in a workspace .venv or on PATH.");
+    assert.match(r.fix, /\.\/scripts\/setup/);
+    assert.match(r.fix, /pip install <path to the repository>/);
+    assert.match(r.fix, /set backstory\.server\.path/);
+    assert.doesNotMatch(r.error + r.fix, /pip install backstory/);
   });
 
   it("finds `backstory` on PATH", () => {

@@ -119,7 +119,7 @@ def sample_queries(repo_path: Path, n: int, seed: int = 7) -> list[str]:
     return subjects[:n]
 
 
-def latency(fn: Any, items: list[Any], warm: int = 3) -> dict[str, float]:
+def latency(fn: Any, items: list[Any], warm: int = 3) -> dict[str, Any]:
     for x in items[:warm]:
         fn(x)
     times = []
@@ -127,7 +127,12 @@ def latency(fn: Any, items: list[Any], warm: int = 3) -> dict[str, float]:
         t = time.perf_counter()
         fn(x)
         times.append((time.perf_counter() - t) * 1000)
-    return {"p50_ms": round(_pct(times, 50), 2), "p95_ms": round(_pct(times, 95), 2), "n": len(times)}
+    return {
+        "p50_ms": round(_pct(times, 50), 2),
+        "p95_ms": round(_pct(times, 95), 2),
+        "n": len(times),
+        "samples_ms": [round(t, 2) for t in times],  # every query, for the latency plot (evaluation/plots.py)
+    }
 
 
 def history_positions(engine: Any, n: int, seed: int = 11) -> list[Any]:

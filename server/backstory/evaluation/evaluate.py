@@ -12,6 +12,7 @@ queries, any of the pull request's commits right (:mod:`backstory.evaluation.pr_
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -37,6 +38,8 @@ PREVIOUS = {
 CONFIGS: dict[str, dict[str, Any]] = {
     "bm25": {"weights": NO_DENSE, "rerank": False},  # the default keyword lanes, as shipped
     "bm25-plain": {"reference": True, "weights": NO_DENSE, "rerank": False},  # textbook BM25 (plain_bm25)
+    # textbook BM25 over hunks with the commit message prepended: the with-messages baseline
+    "bm25-plain-msg": {"reference": "message", "weights": NO_DENSE, "rerank": False},
     "bm25-previous": {"weights": NO_DENSE, "rerank": False, "size_prior": 0.0},  # without the size prior
     "bm25-equal-lanes": {"lanes": TEXT_LANES, "rerank": False},  # every keyword lane at weight 1
     "dense": {"lanes": ("dense",), "rerank": False},
@@ -62,12 +65,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
 CONFIGS.update({f"rr:{name}": {"rerank": True, "second_stage": "blend", "rerank_variant": name} for name in VARIANTS})
 
 
-def plain_bm25(engine: Engine) -> Callable[[str], list[str]]:
+def plain_bm25(engine: Engine, with_message: bool = False) -> Callable[[str], list[str]]:
     """A textbook reference, not a backstory lane: BM25 over each hunk's stored text with Tantivy's default
     tokenizer (no identifier splitting, stemming, field boosts or size prior), a commit scoring its best hunk.
 
     It is the baseline the issue's independent experiment reported (".238, BM25 over hunk text"); backstory's
     own keyword lanes (config ``bm25``) are stronger, so ratios against them are the stricter comparison.
+    ``with_message`` prepends the commit's subject and body to every hunk: the textbook baseline for an index
+    with messages (issue #25: "BM25 over hunks with the message prepended").
     """
     import re
 
@@ -79,8 +84,15 @@ def plain_bm25(engine: Engine) -> Callable[[str], list[str]]:
     schema = sb.build()
     index = tantivy.Index(schema)  # in memory
     writer = index.writer(heap_size=100_000_000, num_threads=1)
+    messages = {}
+    if with_message:
+        messages = {
+            sha: f"{subj}\n{body}"
+            for sha, subj, body in engine.store.db.execute("SELECT sha, subject, body FROM commits")
+        }
     for sha, excerpt in engine.store.db.execute("SELECT sha, excerpt FROM hunks ORDER BY uid"):
-        writer.add_document(tantivy.Document(text=excerpt, sha=sha))
+        text = f"{messages[sha]}\n{excerpt}" if with_message else excerpt
+        writer.add_document(tantivy.Document(text=text, sha=sha))
     writer.commit()
     writer.wait_merging_threads()
     index.reload()
@@ -100,6 +112,10 @@ def plain_bm25(engine: Engine) -> Callable[[str], list[str]]:
         return [sha for sha, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))]
 
     return search
+
+
+def _hit_shas(hit: dict[str, Any]) -> list[str]:
+    return [hit["commit"]["sha"], *(t["sha"] for t in hit.get("twins", ()))]
 
 
 def metrics(ranks: list[int | None]) -> dict[str, float]:
@@ -173,6 +189,14 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
         "per_hunk": {**metrics(hunk_ranks), "units": len(rows), "embed_s": round(hunk_s, 1),
                      "units_per_s": round(len(rows) / hunk_s, 1)},
     }  # fmt: skip
+
+
+def load_questions(path: Path, indexed: set[str]) -> tuple[list[dict[str, Any]], int]:
+    """A natural-question set (tools/questions/sets/*.jsonl): its questions whose commit has indexed hunks,
+    and how many were left out because it has none."""
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    kept = [r for r in rows if r["sha"] in indexed]
+    return kept, len(rows) - len(kept)
 
 
 def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
@@ -270,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         help="query with pull-request titles over an index WITH messages (any of the pull request's commits is "
         "right) instead of commit subjects over a message-blind one",
     )
+    ap.add_argument(
+        "--questions",
+        help="query with a natural-question set (tools/questions/sets/*.jsonl, one commit right per question) over "
+        "an index with messages (or --message-blind); reports per query kind as well",
+    )
+    ap.add_argument("--message-blind", action="store_true", help="with --questions: a message-blind index")
     ap.add_argument("--configs", default=",".join(c for c in CONFIGS if not c.startswith("rr:")))  # rr:* are slow
     ap.add_argument("--rerank-top", type=int, default=20)
     ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
@@ -297,10 +327,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     repo_path = Path(args.repo).resolve()
-    default_dir = "backstory-eval-messages" if args.pr_titles else "backstory-eval"
+    messages = args.pr_titles or (args.questions is not None and not args.message_blind)
+    default_dir = "backstory-eval-messages" if messages else "backstory-eval"
     index_dir = Path(args.index_dir) if args.index_dir else Path(repo_path / ".git" / default_dir)
     t = time.perf_counter()
-    index_repository(repo_path, options=BuildOptions(no_messages=not args.pr_titles), index_dir=index_dir)
+    index_repository(repo_path, options=BuildOptions(no_messages=not messages), index_dir=index_dir)
     reranker = "cross-encoder" if args.cross_encoder else "maxsim"
     config = ModelConfig(model_path=args.model, dense=True, reranker=reranker, cross_encoder_dir=args.cross_encoder)
     engine = Engine(repo_path, index_dir, config)
@@ -319,7 +350,17 @@ def main(argv: list[str] | None = None) -> int:
     _share_rerank_scores(engine)
     shipped_rerank = engine.dense.rerank
     files = engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
-    if args.pr_titles:
+    kinds: dict[str, list[bool]] = {}
+    if args.questions:
+        questions, left_out = load_questions(Path(args.questions), indexed_commits(engine))
+        cases = [(q["question"], frozenset((q["sha"],))) for q in questions]
+        kinds = {
+            "question": [q["kind"] == "question" for q in questions],
+            "phrase": [q["kind"] == "phrase" for q in questions],
+            "no_identifier": [q["identifiers"] == 0 for q in questions],
+            "one_identifier": [q["identifiers"] == 1 for q in questions],
+        }
+    elif args.pr_titles:
         prs = pr_title_sample(repo_path, engine, args.queries, args.seed)
         cases = [(pr.title, pr.commits) for pr in prs]
         paraphrased = [not pr.same_as_subject for pr in prs]
@@ -328,8 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         cases = [(subject, frozenset((sha,))) for subject, sha in queries]
     report: dict[str, Any] = {
         "repo": str(repo_path), "queries": len(cases), "build_s": round(build_s, 1), "file_units": files,
-        "model": emb.model_id if emb is not None else None,
+        "model": emb.model_id if emb is not None else None, "messages": messages,
     }  # fmt: skip
+    if args.questions:
+        report["questions_file"] = args.questions
+        report["questions_without_indexed_hunks"] = left_out
     for name in [c for c in args.configs.split(",") if c]:
         opts = options_for(CONFIGS[name], args.rerank_top)
         variant = CONFIGS[name].get("rerank_variant")
@@ -337,21 +381,26 @@ def main(argv: list[str] | None = None) -> int:
         ranks: list[int | None] = []
         misses: list[dict[str, Any]] = []
         t = time.perf_counter()
-        reference = plain_bm25(engine) if CONFIGS[name].get("reference") else None
+        ref = CONFIGS[name].get("reference")
+        reference = plain_bm25(engine, with_message=ref == "message") if ref else None
         for query, right in cases:
             if reference is not None:
                 shas, results = reference(query)[:10], []
             else:
                 results = engine.search(query, opts)["results"]
-                shas = [r["commit"]["sha"] for r in results]
+                # a hit stands for its identical twins too (cherry-picks shown once): right if any of them is
+                shas = [next((t for t in _hit_shas(r) if t in right), r["commit"]["sha"]) for r in results]
             ranks.append(next((i + 1 for i, sha in enumerate(shas) if sha in right), None))
             if results and ranks[-1] != 1 and len(misses) < args.dump_misses:
                 wanted = next((sha for sha in shas if sha in right), min(right))  # the one found, else any
                 misses.append(miss(engine, query, wanted, ranks[-1], results))
         report[name] = {**metrics(ranks), "ms_per_query": round((time.perf_counter() - t) * 1000 / len(cases), 1)}
-        if args.pr_titles:
+        if args.pr_titles and not args.questions:
             kept = [r for r, p in zip(ranks, paraphrased, strict=True) if p]
             report[name]["paraphrased"] = {**metrics(kept), "n": len(kept)} if kept else None
+        for kind, mask in kinds.items():
+            kept = [r for r, m in zip(ranks, mask, strict=True) if m]
+            report[name][kind] = {**metrics(kept), "n": len(kept)} if kept else None
         print(name, report[name], file=sys.stderr)
         if misses:
             report[name]["misses"] = misses
@@ -361,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.unit_experiment:
         report["units"] = unit_experiment(engine, queries)
         print("units", report["units"], file=sys.stderr)
-    for base in ("bm25", "bm25-plain"):
+    for base in ("bm25", "bm25-plain", "bm25-plain-msg"):
         if base in report and "fused+rerank" in report and report[base]["MRR@10"]:
             gain = report["fused+rerank"]["MRR@10"] / report[base]["MRR@10"]
             report[f"gain_fused_rerank_vs_{base.replace('-', '_')}"] = round(gain, 3)

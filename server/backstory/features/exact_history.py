@@ -32,7 +32,7 @@ def exact_commits(
     notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
-    every diff and rename the way ``git log -L start,end:path`` does; newest first.
+    every diff and rename the way ``git log -L start,end:path`` does; newest first (author date).
 
     A shallow clone's boundary commit is where the known history ends, not a change: its diff is against
     nothing, so it would otherwise "add" every line of every file. When the walk reaches it, the walk stops
@@ -136,7 +136,9 @@ def exact_commits(
             picked.append((sha, hits))
     commits = catalog.commit_rows([sha for sha, _ in picked])
     hunk_rows = catalog.hunk_rows([u for _, us in picked for u in us])
-    return [
+    # the walk is children-first; shown newest first by the date shown (author date), the walk's order breaking ties
+    picked.sort(key=lambda p: -commits[p[0]]["author_time"])
+    out = [
         {
             "provenance": "EXACT",
             "commit": results.commit_json(commits[sha]),
@@ -144,6 +146,8 @@ def exact_commits(
         }
         for sha, uids in picked
     ]
+    results.attach_consequences(out, catalog)
+    return out
 
 
 def _through_merge(

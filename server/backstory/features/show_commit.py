@@ -14,7 +14,8 @@ from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.objectspec import parse_commit
 from dulwich.repo import Repo
 
-from ..history.model import CommitDiff, CommitInfo
+from .. import symbols
+from ..history.model import CommitDiff, CommitInfo, FileDiff, Hunk
 from ..history.policy import PathPolicy
 from ..history.reader import read_commit
 from ..history.repo import HistoryError, commit_info, head_sha, shallow_roots
@@ -31,6 +32,8 @@ class ShownCommit:
     title: str
     text: str
     hunks: list[dict[str, object]] = field(default_factory=list)
+    # every file the diff shows: {"path", "old_path", "change"} (a merge: each file once)
+    files: list[dict[str, object]] = field(default_factory=list)
 
 
 _REV = re.compile(r"^(?P<base>.*?)(?P<steps>(?:[~^]\d*)*)$")
@@ -167,6 +170,7 @@ def show_commit(repo: Repo, ref: str, path: str | None = None, catalogue: Catalo
         "",
     ]
     hunks: list[dict[str, object]] = []
+    files: list[dict[str, object]] = []
     # a file name that is not UTF-8 arrives surrogate-escaped: diffs name it as the reader decodes it (with
     # replacement characters), trees are looked up by its bytes
     shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if path is not None else None
@@ -176,7 +180,7 @@ def show_commit(repo: Repo, ref: str, path: str | None = None, catalogue: Catalo
             if not _changes_path(repo, commit, path, info.parents[0] if info.parents else None):
                 raise HistoryError(f"commit {info.sha[:7]} does not change {shown}")
             lines.append(f"{shown}: changed, not shown (binary, ignored, a submodule or too large)")
-        _render(cd, lines, hunks)
+        _render(cd, lines, hunks, files, repo, info.parents[0] if info.parents else None)
     elif path is None:
         lines.append("(a merge: `--path FILE` shows that file's diff against each parent)")
     else:  # like `git show -m MERGE -- FILE`: the file against each parent in turn
@@ -191,9 +195,10 @@ def show_commit(repo: Repo, ref: str, path: str | None = None, catalogue: Catalo
             cd = _read(repo, info, shown, i)
             if not cd.files:
                 lines.append(f"{shown}: changed, not shown (binary, ignored, a submodule or too large)")
-            _render(cd, lines, hunks, parent)
+            _render(cd, lines, hunks, files, repo, parent, parent if len(info.parents) > 1 else None)
             lines.append("")
-    return ShownCommit(sha=info.sha, title=f"{info.sha[:7]} {info.subject}", text="\n".join(lines) + "\n", hunks=hunks)
+    title = f"{info.sha[:7]} {info.subject}"
+    return ShownCommit(sha=info.sha, title=title, text="\n".join(lines) + "\n", hunks=hunks, files=files)
 
 
 def _read(repo: Repo, info: CommitInfo, path: str | None, parent_index: int) -> CommitDiff:
@@ -202,23 +207,87 @@ def _read(repo: Repo, info: CommitInfo, path: str | None, parent_index: int) -> 
     return read_commit(repo, info, policy, with_symbols=False, full=True, parent_index=parent_index, only_path=path)
 
 
-def _render(cd: CommitDiff, lines: list[str], hunks: list[dict[str, object]], parent: str | None = None) -> None:
-    """Append ``cd``'s file diffs (git's unified format) and skip counts to ``lines``, and each hunk header's
-    position to ``hunks`` (with the parent it is against, for a merge)."""
+def _render(
+    cd: CommitDiff,
+    lines: list[str],
+    hunks: list[dict[str, object]],
+    files: list[dict[str, object]],
+    repo: Repo,
+    parent_sha: str | None,
+    parent: str | None = None,
+) -> None:
+    """Append ``cd``'s file diffs (git's unified format, each hunk header with the definition it changed, like
+    git's function context) and skip counts to ``lines``; each hunk header's position to ``hunks`` (with the
+    parent it is against, for a merge) and each file to ``files``."""
     for f in cd.files:
         a = "/dev/null" if f.change == "add" else f"a/{f.old_path}"
         b = "/dev/null" if f.change == "delete" else f"b/{f.path}"
         lines.append(f"diff --git a/{f.old_path} b/{f.path}")
+        if not any(x["path"] == f.path for x in files):
+            files.append({"path": f.path, "old_path": f.old_path, "change": f.change})
         if f.change == "rename":
             lines += [f"rename from {f.old_path}", f"rename to {f.path}"]
         lines += [f"--- {a}", f"+++ {b}"]
+        context = _FunctionContext(repo, cd.commit.sha, parent_sha, f)
         for h in f.hunks:
             pos: dict[str, object] = {"path": f.path, "new_start": h.new_start, "old_start": h.old_start}
             hunks.append({**pos, **({"parent": parent} if parent else {}), "line": len(lines)})
-            lines.extend(h.excerpt.split("\n"))
+            excerpt = h.excerpt.split("\n")
+            where = context.of(h)
+            if where and excerpt and excerpt[0].startswith("@@"):
+                excerpt[0] = f"{excerpt[0]} {where}"
+            lines.extend(excerpt)
     if cd.skipped:
         lines.append("")
         lines.append("(not shown: " + ", ".join(f"{v} {k}" for k, v in sorted(cd.skipped.items())) + ")")
+
+
+class _FunctionContext:
+    """The definition a hunk's first change sits in, as its signature line (tree-sitter, both sides parsed on
+    first use): what git shows after a hunk header, but the enclosing definition rather than the nearest line
+    that looks like one."""
+
+    def __init__(self, repo: Repo, sha: str, parent: str | None, f: FileDiff) -> None:
+        self.repo, self.sha, self.parent, self.f = repo, sha, parent, f
+        self.sides: dict[str, list[symbols.Definition]] = {}
+
+    def _defs(self, side: str) -> list[symbols.Definition]:
+        if side not in self.sides:
+            from dulwich.object_store import tree_lookup_path
+
+            rev = self.sha if side == "new" else self.parent
+            path = self.f.path if side == "new" else self.f.old_path
+            defs: list[symbols.Definition] = []
+            language = symbols.language_for_path(path)
+            if rev is not None and language in symbols.supported_languages():
+                try:
+                    tree = _commit(self.repo, rev).tree
+                    _mode, blob = tree_lookup_path(self.repo.object_store.__getitem__, tree, path.encode("utf-8"))
+                    data = self.repo[blob].data  # type: ignore[attr-defined]
+                    defs = symbols.definitions(data, language or "") or []
+                except (KeyError, AttributeError, HistoryError):
+                    defs = []
+            self.sides[side] = defs
+        return self.sides[side]
+
+    def of(self, h: Hunk) -> str:
+        """The signature of the definition the hunk's first changed line that is not blank sits in (the new side
+        for an addition, the old side for a removal), else of the last definition that starts before it."""
+        if self.f.language not in symbols.supported_languages():
+            return ""
+        excerpt = h.excerpt.split("\n")[1:]
+        added = [t[1:] for t in excerpt if t.startswith("+")]
+        removed = [t[1:] for t in excerpt if t.startswith("-")]
+        side, numbers, texts = ("new", h.added_lines, added) if h.added_lines else ("old", h.removed_lines, removed)
+        if not numbers:
+            return ""
+        line = next((n for n, t in zip(numbers, texts, strict=False) if t.strip()), numbers[0])
+        defs = self._defs(side)
+        d = symbols.innermost_definition(defs, line)
+        if d is None:
+            before = [x for x in defs if x.start_line < line]
+            d = max(before, key=lambda x: (x.start_line, -x.end_line)) if before else None
+        return d.signature if d is not None else ""
 
 
 def show(engine: Engine, ref: str, path: str | None = None) -> ShownCommit:

@@ -21,7 +21,7 @@ from dulwich.repo import Repo
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import integrity, merge_diffs
+from . import integrity, merge_diffs, relations
 from .graph import reachable
 from .parallel import read_all
 from .progress import Progress
@@ -184,6 +184,11 @@ def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> Ind
 def _update(repo, store, index, head, options, policy, report, progress, cancel) -> None:  # type: ignore[no-untyped-def]
     graph = reachable(store, repo, head)
     known = {r[0]: r[1] for r in store.db.execute("SELECT sha, state FROM commits")}
+    relations.ensure(store.db)
+    if store.get_state("relations") != relations.VERSION:  # an index made before relations were recorded
+        with store.transaction() as db:
+            relations.backfill(db)
+            store.set_state(db, "relations", relations.VERSION)
     writer = index.writer(heap_size=96_000_000, num_threads=1)
     try:
         stale = [sha for sha in known if sha not in graph.reachable]
@@ -244,6 +249,7 @@ def _purge(store: Store, writer, shas: Iterable[str]) -> None:  # type: ignore[n
             db.execute("DELETE FROM hunks WHERE sha=?", (sha,))
             db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
+        relations.purge(db, shas)
         # files of purged commits stay as tombstones (embedded=-1) until the dense phase removes their vectors
         db.execute("DELETE FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)")
 
@@ -328,6 +334,7 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
             "INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)",
             [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
         )
+        relations.record(db, infos, diffs)
         for b in batch:
             cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}
             count = sum(len(f.hunks) for f in b.files) if isinstance(b, CommitDiff) else 0

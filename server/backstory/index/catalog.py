@@ -12,6 +12,7 @@ Rows are ``sqlite3.Row`` objects, read like mappings (``row["sha"]``); lists of 
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import json
 import sqlite3
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..models.passages import file_passage
 from ..models.states import StateCodec
-from . import integrity, unit_states
+from . import integrity, relations, unit_states
 from .store import Store, StoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,6 +120,14 @@ class Catalog:
         except (sqlite3.Error, StoreError):
             return []
 
+    def pending_commits(self) -> int:
+        """Commits a killed run left half-written (``pending``): the next run redoes them."""
+        return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='pending'").fetchone()[0])
+
+    def pending_merge_diffs(self) -> int:
+        """Merge paths whose diffs against their parents are not stored yet (the merges phase fills them)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM merge_paths WHERE ops IS NULL").fetchone()[0])
+
     def skipped_totals(self) -> dict[str, int]:
         """Files left out on purpose, summed over commits by reason."""
         totals: dict[str, int] = {}
@@ -192,6 +201,20 @@ class Catalog:
             out.extend((sha, fid) for sha, fid in self._db.execute(sql, chunk))
         return out
 
+    def change_signatures(self, shas: Sequence[str]) -> dict[str, str]:
+        """A digest of each commit's change as a patch id sees it: every hunk's path and changed lines, without
+        line numbers or context, so a cherry-pick or backport of the same patch has the same digest. Commits
+        without indexed hunks are left out (nothing to compare)."""
+        parts: dict[str, list[str]] = {}
+        for chunk, marks in _chunks(list(shas)):
+            sql = f"SELECT sha, path, excerpt FROM hunks WHERE sha IN ({marks}) ORDER BY sha, path, idx"
+            for sha, path, excerpt in self._db.execute(sql, chunk):
+                changed = "\n".join(line for line in excerpt.split("\n")[1:] if line[:1] in "+-")
+                parts.setdefault(sha, []).append(f"{path}\0{changed}")
+        return {
+            sha: hashlib.sha256("\1".join(p).encode("utf-8", "surrogatepass")).hexdigest() for sha, p in parts.items()
+        }
+
     def commit_paths(self, sha: str) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,))]
 
@@ -240,6 +263,16 @@ class Catalog:
             path = f["path"] if f["old_path"] == f["path"] else f"{f['old_path']} -> {f['path']}"
             out.append(file_passage(path, syms.get(fid, []), subjects.get(f["sha"]), excerpts.get(fid, [])))
         return out
+
+    # -- what became of commits ------------------------------------------------------------------------------
+
+    def consequences(self, shas: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """(kind, later commit) of what happened to each commit: reverted, reapplied, fixed, cherry-picked
+        (``index/relations.py``); commits with none are left out."""
+        try:
+            return relations.consequences(self._db, shas)
+        except sqlite3.OperationalError:  # a read-only catalogue made before the tables existed
+            return {}
 
     # -- token states ---------------------------------------------------------------------------------------
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 # called as progress(phase, done, total); must be cheap, views throttle themselves
 Progress = Callable[[str, int, int], None]
 
-# what each phase counts: (label, unit)
+# what each phase counts: (label, unit); views say "<label> <done>/<total> <unit>" ("embedding 512/4,635 files")
 PHASES: dict[str, tuple[str, str]] = {
-    "history": ("Indexing history", "commits"),
-    "merges": ("Diffing merges", "merge files"),
-    "dense": ("Embedding changes", "files embedded"),
+    "history": ("indexing history", "commits"),
+    "merges": ("diffing merges", "files"),
+    "dense": ("embedding", "files"),
 }

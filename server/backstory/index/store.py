@@ -234,23 +234,73 @@ class Store:
                     total += (Path(root) / f).stat().st_size
         return total
 
+    def component_sizes(self) -> dict[str, int]:
+        """Bytes on disk per component: ``catalogue`` (SQLite with its WAL), ``keyword_index`` (Tantivy),
+        ``vectors`` (usearch) and ``other`` (manifest, lock)."""
+        sizes = {"catalogue": 0, "keyword_index": 0, "vectors": 0, "other": 0}
+        for root, _dirs, files in os.walk(self.path):
+            for f in files:
+                p = Path(root) / f
+                try:
+                    size = p.stat().st_size
+                except OSError:
+                    continue
+                if p.is_relative_to(self.tantivy_path):
+                    sizes["keyword_index"] += size
+                elif f.startswith(DB):
+                    sizes["catalogue"] += size
+                elif f == VECTORS:
+                    sizes["vectors"] += size
+                else:
+                    sizes["other"] += size
+        return sizes
+
     # -- writer lock ------------------------------------------------------------------------------------------
 
-    def lock_holder(self) -> str | None:
-        """Who holds the writer lock ("pid 123"), or None when it is free (a non-blocking try, released at once)."""
+    def writer_pid(self) -> int | None:
+        """The process holding the write lock (an indexer at work), or None when nobody writes.
+
+        Read from ``/proc/locks`` where there is one, so asking never takes the lock (a probe would make an
+        indexer starting at that instant fail as busy); elsewhere a shared, non-blocking probe."""
+        lock = self.path / LOCK
         try:
-            with open(self.path / LOCK, "a+") as fh:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError as e:
-                    if e.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    fh.seek(0)
-                    return fh.read().strip() or "another process"
-                fcntl.flock(fh, fcntl.LOCK_UN)
-                return None
-        except FileNotFoundError:
-            return None  # no index directory yet: nobody writes
+            st = lock.stat()
+        except OSError:
+            return None
+        try:
+            table = Path("/proc/locks").read_text()
+        except OSError:
+            return self._probe_writer()
+        for line in table.splitlines():
+            parts = line.split()
+            if len(parts) < 6 or parts[1] != "FLOCK" or parts[3] != "WRITE":
+                continue
+            dev, _, ino = parts[5].rpartition(":")
+            major, _, minor = dev.partition(":")
+            try:
+                same = int(ino) == st.st_ino and (int(major, 16), int(minor, 16)) == (
+                    os.major(st.st_dev),
+                    os.minor(st.st_dev),
+                )
+            except ValueError:
+                continue
+            if same:
+                return int(parts[4]) if parts[4].lstrip("-").isdigit() and int(parts[4]) > 0 else -1
+        return None
+
+    def _probe_writer(self) -> int | None:
+        try:
+            fh = open(self.path / LOCK)  # noqa: SIM115
+        except OSError:
+            return None
+        with fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                holder = fh.read().strip()
+                return int(holder[4:]) if holder.startswith("pid ") and holder[4:].isdigit() else -1
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        return None
 
     @contextlib.contextmanager
     def write_lock(self, wait: float = 0.0) -> Iterator[None]:

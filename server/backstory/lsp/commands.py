@@ -10,13 +10,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..features.exact_history import symbol_history
 from ..features.prior_art import prior_art
+from ..features.revision import file_at
 from ..features.show_commit import show
 from ..history.repo import HistoryError
 from ..index.store import StoreError
 from ..index.text_index import Filters
 from ..search.options import SearchCancelled, SearchOptions
 from ..search.when import BadDate, parse_when
+from ..views.reasons import add_reasons
 from . import constants as C
+from . import hover as hover_feature
 from .base import BackstoryServer
 from .indexing import start_indexing
 from .params import document_position, get_int, get_str, invalid, position, range_, single_object, uri_path
@@ -73,6 +76,7 @@ def _options(ls: BackstoryServer, obj: dict[str, Any]) -> SearchOptions:
     return SearchOptions(
         k=k, filters=filters, rerank=ls.options.rerank and rerank,
         recency_weight=ls.options.recencyWeight, second_stage=ls.options.secondStage,
+        hide_reverted=obj.get("hideReverted") is True,
     )  # fmt: skip
 
 
@@ -102,6 +106,50 @@ async def _guard(fn: Callable[[], Any]) -> Any:
         return {"results": [], "exact": [], "_meta": {"hint": str(e), "warnings": []}}
 
 
+def label_partial(state: RepoState, result: Any) -> Any:
+    """Say in ``_meta`` whether the answer is partial, and give advice that fits what the server is doing.
+
+    ``_meta.partial`` is true while the history is being indexed (the first index, a rebuild, new commits) or
+    when the index is behind HEAD; ``_meta.hint`` then says so with the progress ("indexing history
+    1,000/1,522 commits: results are partial until it finishes"), never "run `backstory index`" while the
+    server is indexing. ``_meta.indexing`` carries the server's progress (phase, done, total) while it runs."""
+    if not isinstance(result, dict):
+        return result
+    meta = result.setdefault("_meta", {})
+    if not isinstance(meta, dict):
+        return result
+    status = state.status
+    info: dict[str, Any] = meta["index"] if isinstance(meta.get("index"), dict) else {}
+    behind = info.get("commits_behind_head")
+    phase = status.get("phase") if state.indexing else None
+    done, total = status.get("done"), status.get("total")
+    if state.indexing:
+        meta["indexing"] = {"phase": phase, "done": done, "total": total}
+    partial = False
+    if phase in ("history", "merges") or (state.indexing and not state.engine.has_index()):
+        partial = True
+        progress = f" {done:,}/{total:,} commits" if isinstance(done, int) and isinstance(total, int) and total else ""
+        if phase == "merges":
+            meta["hint"] = "indexing merges for exact history: results are partial until it finishes"
+        else:
+            meta["hint"] = f"indexing history{progress}: results are partial until it finishes"
+    elif isinstance(behind, int) and behind > 0:
+        partial = True
+        n = f"{behind:,} newer commit{'' if behind == 1 else 's'}"
+        if state.indexing:
+            meta["hint"] = f"indexing {n}: results are partial until it finishes"
+        else:
+            failed = status.get("message") if status.get("state") == "error" else None
+            why = f" (indexing failed: {failed})" if failed else ""
+            meta["hint"] = f"{n} not indexed yet{why}: results are partial; reindex to include them"
+    elif phase == "dense" and isinstance(done, int) and isinstance(total, int) and total:
+        meta.setdefault("warnings", []).append(
+            f"embedding {done:,}/{total:,} files: related commits may rank better when it finishes"
+        )
+    meta["partial"] = partial
+    return result
+
+
 async def find_prior_art(ls: BackstoryServer, *args: Any) -> Any:
     obj = single_object(C.FIND_PRIOR_ART, args)
     uri = get_str(obj, "uri")
@@ -120,11 +168,15 @@ async def find_prior_art(ls: BackstoryServer, *args: Any) -> Any:
 
     async def go() -> Any:
         def work(cancelled: Callable[[], bool]) -> Any:
-            return prior_art(state.engine, where_in_repo, opts, source=source, text=selection)
+            result = prior_art(state.engine, where_in_repo, opts, source=source, text=selection)
+            kind = (result.get("symbol") or {}).get("kind")
+            add_reasons(result.get("exact") or [], "code", where_in_repo.path, kind)
+            add_reasons(result.get("results") or [], "code", where_in_repo.path, kind)
+            return result
 
         return await run_cancellable(work)
 
-    return await _guard(go)
+    return label_partial(state, await _guard(go))
 
 
 async def search(ls: BackstoryServer, *args: Any) -> Any:
@@ -138,11 +190,13 @@ async def search(ls: BackstoryServer, *args: Any) -> Any:
 
     async def go() -> Any:
         try:
-            return await run_cancellable(lambda cancelled: state.engine.search(query, opts, cancelled))
+            result = await run_cancellable(lambda cancelled: state.engine.search(query, opts, cancelled))
         except SearchCancelled:
             return {"query": query, "results": [], "_meta": {"hint": "cancelled", "warnings": []}}
+        add_reasons(result.get("results") or [], "words")
+        return result
 
-    return await _guard(go)
+    return label_partial(state, await _guard(go))
 
 
 async def symbol_history_cmd(ls: BackstoryServer, *args: Any) -> Any:
@@ -157,9 +211,11 @@ async def symbol_history_cmd(ls: BackstoryServer, *args: Any) -> Any:
     source = text.encode("utf-8") if text is not None else None
     where_in_repo = document_position(state.root, uri, pos)
     try:
-        return await asyncio.to_thread(symbol_history, state.engine, where_in_repo, source)
+        result = await asyncio.to_thread(symbol_history, state.engine, where_in_repo, source)
     except (HistoryError, StoreError) as e:
         return {"symbol": None, "commits": [], "message": str(e), "_meta": {}}
+    add_reasons(result.get("commits") or [], "code", where_in_repo.path, (result.get("symbol") or {}).get("kind"))
+    return label_partial(state, result)
 
 
 async def show_commit_cmd(ls: BackstoryServer, *args: Any) -> Any:
@@ -175,6 +231,41 @@ async def show_commit_cmd(ls: BackstoryServer, *args: Any) -> Any:
     except HistoryError as e:
         raise invalid(str(e)) from None
     return dataclasses.asdict(shown)
+
+
+async def file_at_revision(ls: BackstoryServer, *args: Any) -> Any:
+    """``{sha, path, uri?}`` -> ``{sha, path, exists, binary, text}``: the file in that revision (``sha`` may be
+    ``<sha>^`` for the parent); an empty, non-existent side when the revision has no such file."""
+    obj = single_object(C.FILE_AT_REVISION, args)
+    rev = get_str(obj, "sha")
+    path = get_str(obj, "path")
+    assert rev is not None and path is not None
+    state = _state_for(ls, obj)
+    if state is None:
+        raise invalid("not in a git repository")
+    try:
+        found = await asyncio.to_thread(file_at, state.engine, rev, path.lstrip("/"))
+    except HistoryError as e:
+        raise invalid(str(e)) from None
+    return dataclasses.asdict(found)
+
+
+async def hover_info(ls: BackstoryServer, *args: Any) -> Any:
+    """``{uri, position}`` -> what the hover there shows, as JSON (``symbol`` null where no hover shows)."""
+    obj = single_object(C.HOVER_INFO, args)
+    uri = get_str(obj, "uri")
+    assert uri is not None
+    pos = position(obj)
+    state = _state_for(ls, obj)
+    text = _document_text(ls, uri)
+    if state is None or text is None:
+        return {"symbol": None, "commits": [], "related": [], "total": 0, "more": False}
+    result = await asyncio.to_thread(hover_feature.info_at, ls, state, uri, text, pos)
+    path = (result.get("symbol") or {}).get("path")
+    kind = (result.get("symbol") or {}).get("kind")
+    add_reasons(result.get("commits") or [], "code", path, kind)
+    add_reasons(result.get("related") or [], "code", path, kind)
+    return label_partial(state, result)
 
 
 async def reindex(ls: BackstoryServer, *args: Any) -> Any:
@@ -199,9 +290,11 @@ async def status(ls: BackstoryServer, *args: Any) -> Any:
     except (HistoryError, StoreError) as e:
         detail = {"hint": str(e)}
     server = {
-        **ls.status_payload(state), "hovers_cached": len(state.hover_cache),
+        **ls.status_payload(state),
+        "hovers_cached": len(state.hover_cache),
+        "definitions_ready": hover_feature.definitions_ready(state),
         "requests_in_flight": ls.protocol.in_flight(),
-    }  # fmt: skip
+    }
     return {**detail, "server": server}
 
 
@@ -210,6 +303,8 @@ HANDLERS: dict[str, Callable[..., Any]] = {
     C.SEARCH: search,
     C.SYMBOL_HISTORY: symbol_history_cmd,
     C.SHOW_COMMIT: show_commit_cmd,
+    C.FILE_AT_REVISION: file_at_revision,
+    C.HOVER_INFO: hover_info,
     C.REINDEX: reindex,
     C.STATUS: status,
 }

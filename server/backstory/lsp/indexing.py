@@ -176,14 +176,14 @@ def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str
 
 async def watch_heads(ls: BackstoryServer) -> None:
     """Re-index a repository shortly after its HEAD moves (commit, checkout, rebase, pull), or once the writer
-    that held its lock is gone (a ``stat``-cheap, non-blocking lock try twice a second)."""
+    that held its lock is gone (read from /proc/locks twice a second: asking never takes the lock)."""
     while True:
         await asyncio.sleep(POLL_SECONDS)
         for state in ls.repos.all():
             if state.indexing:
                 continue
             if state.waiting_for is not None:  # lost the writer-lock race: go again once the writer is gone
-                if await asyncio.to_thread(state.engine.store.lock_holder) is None:
+                if await asyncio.to_thread(state.engine.store.writer_pid) is None:
                     start_indexing(ls, state)
                 continue
             head = await asyncio.to_thread(state.head)

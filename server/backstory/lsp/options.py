@@ -21,6 +21,8 @@ ALIASES = {
     "hover.prewarm": "hoverPrewarm",
     "hover_prewarm": "hoverPrewarm",
     "hover_max": "hoverMax",
+    "hover.links": "hoverLinks",
+    "hover_links": "hoverLinks",
     "index_dir": "indexDir",
     "index.dir": "indexDir",
     "model_path": "modelPath",
@@ -54,6 +56,7 @@ class Options:
     hover: bool = True
     hoverMax: int = attrs.field(default=3, validator=_positive)
     hoverPrewarm: bool = True  # compute opened documents' hovers in the background
+    hoverLinks: bool = False  # command links (command: URIs) in hovers: for clients that run them (VS Code)
     indexDir: str | None = None
     modelPath: str | None = None
     exclude: list[str] = attrs.field(factory=list)

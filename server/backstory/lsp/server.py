@@ -14,14 +14,14 @@ from typing import Any
 
 from lsprotocol import types
 
-from . import code_actions, commands, hover
+from . import changes, code_actions, commands, hover
 from .base import BackstoryServer
 from .constants import CONFIG_SECTION
 from .indexing import start_indexing, watch_heads
 from .params import uri_path
 
 log = logging.getLogger(__name__)
-FEATURES = (commands, hover, code_actions)
+FEATURES = (commands, hover, code_actions, changes)
 PARENT_POLL_SECONDS = 2.0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -19,17 +20,20 @@ import tantivy
 
 from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
 from ..index import merge_diffs
+from ..index.analyzer import query_terms
 from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
 from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.integrity import Verified, reading_catalogue
-from ..index.store import StoreError
+from ..index.store import IndexBusy, StoreError
 from ..index.text_index import filter_query, open_index, reading_tantivy, search_lane
 from . import results
 from .dense import DenseLane
 from .features import FEATURES
 from .fusion import FusedCommit, fuse
+from .health import indexer_name as _indexer
+from .health import status
 from .options import (
     SECOND_STAGES,
     TEXT_LANES,
@@ -40,7 +44,7 @@ from .options import (
     bounded_query,
 )
 from .ordering import Ordering
-from .recency import apply_recency, recency_factor
+from .recency import apply_recency, calibrated, recency_factor
 
 
 def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
@@ -130,6 +134,15 @@ class Engine:
         """The embedding model queries use (loaded on first call), or None when it is unavailable."""
         return self.dense.embedder()
 
+    def writer_busy(self) -> bool:
+        """Whether another process is writing this index (holds its write lock; checked by taking the lock and
+        letting go at once)."""
+        try:
+            with self.store.write_lock(0):
+                return False
+        except IndexBusy:
+            return True
+
     def pending_units(self) -> int:
         """File units the dense phase has not embedded yet."""
         return self.catalog.pending_units()
@@ -208,9 +221,12 @@ class Engine:
                 set(),
                 "the repository is empty",
             )
-        info: dict[str, Any] = {"path": str(self.store.path), "head": head}
+        writer = self.store.writer_pid()
+        info: dict[str, Any] = {"path": str(self.store.path), "head": head, "indexer_pid": writer}
         if not self.store.exists():
             info.update(indexed_commits=0, commits_behind_head=None, last_indexed_commit=None, indexed_at=None)
+            if writer is not None:
+                return info, set(), f"{_indexer(writer)} is building the index; search again when it has finished"
             return info, set(), "no index yet: run `backstory index`"
         allowed, behind = indexed_reachable(self.store, self.repo, head)
         if self.catalog.commit_state(head) == "indexed":
@@ -227,9 +243,15 @@ class Engine:
         )
         hint = None
         if count == 0:
-            hint = "the index is empty: run `backstory index`"
+            hint = (
+                f"{_indexer(writer)} is building the index; search again when it has finished"
+                if writer is not None
+                else "the index is empty: run `backstory index`"
+            )
         elif behind:
-            hint = f"the index is {behind} commit(s) behind HEAD: run `backstory index`"
+            hint = f"the index is {behind} commit(s) behind HEAD: " + (
+                f"{_indexer(writer)} is adding them" if writer is not None else "run `backstory index`"
+            )
         elif self.models.dense:
             hint = self.dense.problem()  # the vector file is missing or damaged
         return info, allowed, hint
@@ -254,6 +276,11 @@ class Engine:
             if not self.store.exists() or info.get("head") is None:
                 meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
                 return {"query": query, "results": [], "_meta": meta}
+            if query.strip() and not query_terms(query):
+                meta["warnings"].append(
+                    "the query has no words to match (only common words like 'the' or 'and'); results rank by "
+                    "meaning alone and are likely noise: add the words that describe the change"
+                )
             fused, lanes_used, dense_scores = self._fused(query, opts, allowed, meta, cancelled)
             results = self._finish(query, fused, lanes_used, dense_scores, opts, meta, cancelled)
         meta["lanes"] = lanes_used
@@ -320,6 +347,7 @@ class Engine:
         scores = {c.sha: c.fused for c in top}
         rerank_scores: dict[str, float] = {}
         learned_scores: dict[str, float] = {}
+        decided: dict[str, list[str]] = {}
         if opts.rerank and top:
             if cancelled and cancelled():
                 raise SearchCancelled
@@ -333,27 +361,41 @@ class Engine:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
                 if self.ordering.applies(opts, lanes_used, name):
-                    learned_scores = self._learned(query, top, rerank_scores, dense_scores, meta)
-                    scores = learned_scores or scores
+                    learned_scores, decided = self._learned(query, top, rerank_scores, dense_scores, meta)
         now = time.time()
-        final: list[tuple[float, str, float]] = []
-        for c in top:
-            factor = recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight)
-            final.append((apply_recency(scores[c.sha], factor), c.sha, factor))
+        factors = {c.sha: recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight) for c in top}
+        if learned_scores:  # a probability over the candidates; recency reorders only near-equal ones
+            probability = calibrated(learned_scores, factors)
+            final = [(probability[c.sha], c.sha, factors[c.sha]) for c in top]
+        else:
+            final = [(apply_recency(scores[c.sha], factors[c.sha]), c.sha, factors[c.sha]) for c in top]
         final.sort(key=lambda t: (-round(t[0], 9), t[1]))
         by_sha = {c.sha: c for c in top}
-        hunk_rows = self.catalog.hunk_rows([u for c in top for u in c.hunks])
+        sizes = Counter(commits[sha]["n_hunks"] for sha in by_sha)  # twins have as many hunks: digest only those
+        maybe_twins = [sha for sha in by_sha if commits[sha]["n_hunks"] and sizes[commits[sha]["n_hunks"]] > 1]
+        ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(maybe_twins))
+        if opts.hide_reverted:
+            fates = self.catalog.consequences([sha for sha, _twins in ranked])
+            ranked = [t for t in ranked if not results.stands_reverted([k for k, _by in fates.get(t[0], [])])]
+        shown = ranked[: opts.k]
+        score_of = {sha: score for score, sha, _f in final}
+        hunk_rows = self.catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
+        twin_rows = self.catalog.commit_rows([t for _sha, twins in shown for t in twins])
         out = []
-        for score, sha, factor in final[: opts.k]:
+        for sha, twins in shown:
             c = by_sha[sha]
             why = {
                 "lanes": c.lanes,
                 "fused": round(c.fused, 6),
                 "rerank": rerank_scores.get(sha),
                 "learned": learned_scores.get(sha),
-                "recency": round(factor, 4),
+                "recency": round(factors[sha], 4),
+                "decided_by": decided.get(sha, []),
             }
-            out.append(results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score, why))
+            hit = results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score_of[sha], why)
+            hit["twins"] = [results.commit_json(twin_rows[t]) for t in twins]
+            out.append(hit)
+        results.attach_consequences(out, self.catalog)
         return out
 
     def candidate_features(
@@ -371,7 +413,7 @@ class Engine:
             messages = not self._no_messages()
             return self.ordering.rows(self.catalog, searcher, query, top, rerank, dense_scores, messages, needed)
 
-    def _learned(self, query, top, rerank, dense_scores, meta) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    def _learned(self, query, top, rerank, dense_scores, meta) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
         model_id = emb.model_id if emb is not None else None
         rows = functools.partial(self.candidate_features, query, top, rerank, dense_scores)
@@ -381,9 +423,8 @@ class Engine:
         return bool(self.manifest().get("options", {}).get("no_messages"))
 
     def status(self) -> dict[str, Any]:
-        """What ``backstory status`` shows, with a full integrity check (docs/protocol.md)."""
-        from .health import status
-
+        """What is indexed, what each phase still has to do, disk use per component, whether every part of the
+        store is sound, and the next step (the shape ``backstory status --json`` prints, docs/protocol.md)."""
         with reading_catalogue():
             return status(self)
 

@@ -48,6 +48,19 @@ class LinearRanker:
     bias: float = 0.0
     embedding_model: str | None = None  # the model id whose MaxSim and centroid scores it was fitted on
 
+    def linear(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """The linear form sum_i w_i x (x_i - mean_i) / scale_i + bias per row, rounded to 9 places.
+
+        Why the engine orders by this and not by :meth:`score`: the model was fitted listwise (a softmax over one
+        query's candidates), so only differences of the linear form mean anything, and its logistic saturates
+        (most good candidates score 0.99999...), which left the recency nudge to decide their order."""
+        return [round(self.bias + math.fsum(self.contributions(row)), 9) for row in rows]
+
+    def contributions(self, row: Sequence[float]) -> list[float]:
+        """Each of the model's features' term w_i x (x_i - mean_i) / scale_i for one row of all FEATURES."""
+        columns = [FEATURES.index(f) for f in self.features]
+        return [w * (row[c] - m) / s for w, c, m, s in zip(self.weights, columns, self.mean, self.scale, strict=True)]
+
     def score(self, rows: Sequence[Sequence[float]]) -> list[float]:
         """logistic(sum_i w_i x (x_i - mean_i) / scale_i + bias) per row of all :data:`FEATURES`, over the model's
         own features, rounded to 9 places (deterministic)."""

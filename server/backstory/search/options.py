@@ -78,6 +78,7 @@ class SearchOptions:
     # how reranked candidates are ordered: "learned" (the linear model of search/learned.py over the rerank score,
     # the fused score and whole-commit features) or "blend" (rerank + rerank_blend x fused, before the 8th session)
     second_stage: str = SECOND_STAGES[0]
+    hide_reverted: bool = False  # leave out commits whose last fate was a revert (index/relations.py)
 
     def wants(self, lane: str) -> bool:
         if self.lanes is not None:

@@ -85,16 +85,37 @@ class Ordering:
         embedding_model: str | None,
         meta: dict[str, Any],
         messages: bool,
-    ) -> dict[str, float]:
-        """Candidates' learned scores (``rows``: their features, computed only if the model applies, given the
-        names the model reads); {} when the model is unavailable (with a warning in ``meta``) or was fitted on
-        another embedding model's scores than ``embedding_model``'s."""
+    ) -> tuple[dict[str, float], dict[str, list[str]]]:
+        """Candidates' learned scores (the model's linear form: only differences between candidates mean
+        something) and, per candidate, the features that lifted it most above the other candidates (``rows``:
+        their features, computed only if the model applies, given the names the model reads). ({}, {}) when the
+        model is unavailable (with a warning in ``meta``) or was fitted on another embedding model's scores than
+        ``embedding_model``'s."""
         model = self.model(messages)
         if model is None:
             meta["warnings"].append(f"{self._models[messages]}; ordering by rerank + fused score instead")
-            return {}
+            return {}, {}
         fitted_with = model.embedding_model
         if self.model_path is None and fitted_with and embedding_model != fitted_with:
-            return {}
+            return {}, {}
         meta["second_stage"] = "learned"
-        return dict(zip((c.sha for c in top), model.score(rows(model.features)), strict=True))
+        table = rows(model.features)
+        shas = [c.sha for c in top]
+        return dict(zip(shas, model.linear(table), strict=True)), dict(zip(shas, deciding(model, table), strict=True))
+
+
+def deciding(model: learned.LinearRanker, rows: list[list[float]], most: int = 2) -> list[list[str]]:
+    """Per row, the (at most ``most``) features whose terms lifted it furthest above the candidates' average
+    term: what put this commit where it is, as opposed to what every candidate had."""
+    terms = [model.contributions(row) for row in rows]
+    if not terms:
+        return []
+    means = [sum(col) / len(terms) for col in zip(*terms, strict=True)]
+    out = []
+    for row_terms in terms:
+        lift = sorted(
+            ((t - m, name) for t, m, name in zip(row_terms, means, model.features, strict=True) if t - m > 0),
+            key=lambda x: (-x[0], x[1]),
+        )
+        out.append([name for _lift, name in lift[:most]])
+    return out

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..index.catalog import Catalog
 
 _UTC = dt.timezone.utc
 FIRST = dt.datetime(1, 1, 1, tzinfo=_UTC)
@@ -72,3 +75,51 @@ def result(
         "why": why,
         "hunks": [hunk_json(h, hunk_lanes.get(h["uid"])) for h in hunks],
     }
+
+
+def collapse_twins(order: Sequence[str], signature: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """``order`` with identical changes (same :meth:`Catalog.change_signatures` digest: cherry-picks,
+    backports) shown once, at the best-ranked one's place, each with the shas of its twins, in rank order."""
+    first: dict[str, int] = {}
+    out: list[tuple[str, list[str]]] = []
+    for sha in order:
+        digest = signature.get(sha)
+        if digest is not None and digest in first:
+            out[first[digest]][1].append(sha)
+            continue
+        if digest is not None:
+            first[digest] = len(out)
+        out.append((sha, []))
+    return out
+
+
+def consequences_json(catalog: Catalog, shas: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """What became of each commit (docs/protocol.md, "Consequences"): ``{"kind", "by": {commit},
+    "after_days"}``, oldest first; commits with none are left out."""
+    found = catalog.consequences(shas)
+    rows = catalog.commit_rows({s for items in found.values() for _k, s in items} | set(found))
+    return {
+        sha: [
+            {
+                "kind": kind,
+                "by": commit_json(rows[by]),
+                "after_days": round(max(0, rows[by]["commit_time"] - rows[sha]["commit_time"]) / 86400, 1),
+            }
+            for kind, by in items
+            if by in rows and sha in rows
+        ]
+        for sha, items in found.items()
+    }
+
+
+def attach_consequences(hits: list[dict[str, Any]], catalog: Catalog) -> None:
+    """Set ``consequences`` on each hit (``[]`` when nothing is known to have happened to its commit)."""
+    found = consequences_json(catalog, [h["commit"]["sha"] for h in hits])
+    for h in hits:
+        h["consequences"] = found.get(h["commit"]["sha"], [])
+
+
+def stands_reverted(kinds: Sequence[str]) -> bool:
+    """Whether the last of a commit's reverts and re-applications (in time order) is a revert."""
+    last = [k for k in kinds if k in ("reverted", "reapplied")]
+    return bool(last) and last[-1] == "reverted"

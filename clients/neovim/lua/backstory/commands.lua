@@ -1,12 +1,16 @@
 --- Pure helpers for the :Backstory command: parsing, completion, server argument building.
 local M = {}
 
-M.subcommands = { "prior-art", "search", "history", "show", "reindex", "status" }
+M.subcommands = { "prior-art", "changes", "search", "history", "actions", "diff", "file", "show", "reindex", "status" }
 
 M.usage = {
   ["prior-art"] = "prior-art            commits related to the symbol at the cursor (or the selection)",
+  changes = "changes [{rev}]       commits like your uncommitted changes (or a commit's, a range's: A..B)",
   search = "search {text}        search the history",
   history = "history              commits that changed the symbol at the cursor",
+  actions = "actions              what the hover offers: its changes, their diff, all changes, prior art",
+  diff = "diff [{sha} {path}]  a commit's change to a file, side by side (in a commit: the file at the cursor)",
+  file = "file [{sha} {path}]  a file as it was in a commit (in a commit: the file at the cursor)",
   show = "show {sha}           show a commit",
   reindex = "reindex              update the index (:Backstory! reindex rebuilds it)",
   status = "status               index status",
@@ -37,7 +41,7 @@ function M.complete(arglead, cmdline, shas)
       return vim.startswith(s, arglead)
     end, M.subcommands)
   end
-  if words[1] == "show" and #words <= 2 then
+  if (words[1] == "show" or words[1] == "changes") and #words <= 2 then
     return vim.tbl_filter(function(s)
       return vim.startswith(s, arglead)
     end, shas or {})
@@ -82,6 +86,22 @@ function M.search_arg(query, opts)
   local arg = { query = query }
   with_optional(arg, "k", opts.k)
   with_optional(arg, "uri", opts.uri)
+  return arg
+end
+
+--- Argument for backstory.findPriorArtForChanges: the uncommitted changes (no `rev`) or a commit's / range's.
+--- @param opts {uri?: string, rev?: string, k?: integer, hide_reverted?: boolean}
+function M.changes_arg(opts)
+  local arg = {}
+  with_optional(arg, "uri", opts.uri)
+  with_optional(arg, "rev", opts.rev)
+  with_optional(arg, "k", opts.k)
+  if opts.hide_reverted then
+    arg.hideReverted = true
+  end
+  if next(arg) == nil then
+    return vim.empty_dict()
+  end
   return arg
 end
 

@@ -1,4 +1,4 @@
---- Pure formatting helpers (no editor state): dates, picker items, quickfix items, status text.
+--- Pure formatting helpers (no editor state): dates, picker items, quickfix items, buffer names, status text.
 local M = {}
 
 local NIL = vim and vim.NIL or nil
@@ -72,8 +72,11 @@ local function plural(n, unit)
   return ("%d %ss ago"):format(n, unit)
 end
 
---- "3 days ago", "2 years ago", "just now". Future dates (clock skew) within a minute are
---- "just now"; further in the future the date itself is returned.
+--- "3 weeks ago", "7 months ago", "2 years ago": the one rule the server (views/age.py) and the VS Code
+--- client use too, checked against the shared table tests/data/ages.json. Less than a minute (or up to a
+--- minute in the future): "just now"; further in the future: the date (YYYY-MM-DD, UTC); else the largest
+--- unit that fits, in whole units: minutes, hours, days, weeks (below 30 days), months of 30 days (at most
+--- 11, below 365 days), years of 365 days.
 --- @param iso string ISO 8601 timestamp
 --- @param now integer|nil seconds since the epoch (default os.time())
 --- @return string
@@ -85,7 +88,7 @@ function M.relative_date(iso, now)
   now = now or os.time()
   local diff = now - t
   if diff < -60 then
-    return iso:sub(1, 10)
+    return os.date("!%Y-%m-%d", t)
   end
   if diff < 60 then
     return "just now"
@@ -95,14 +98,16 @@ function M.relative_date(iso, now)
     return plural(math.floor(diff / minute), "minute")
   elseif diff < day then
     return plural(math.floor(diff / hour), "hour")
-  elseif diff < 7 * day then
-    return plural(math.floor(diff / day), "day")
-  elseif diff < 30 * day then
-    return plural(math.floor(diff / (7 * day)), "week")
-  elseif diff < 365 * day then
-    return plural(math.max(1, math.floor(diff / (30 * day))), "month")
   end
-  return plural(math.floor(diff / (365 * day)), "year")
+  local days = math.floor(diff / day)
+  if days < 7 then
+    return plural(days, "day")
+  elseif days < 30 then
+    return plural(math.floor(days / 7), "week")
+  elseif days < 365 then
+    return plural(math.min(11, math.floor(days / 30)), "month")
+  end
+  return plural(math.floor(days / 365), "year")
 end
 
 --- The file and line span a hunk covers, e.g. "src/http.py:10-21".
@@ -128,36 +133,6 @@ function M.hunk_location(hunk)
   return ("%s:%d"):format(path, start)
 end
 
---- Why a result matched: "exact" for symbol history, else its lanes ordered by rank.
---- @param entry table a result entry
---- @return string e.g. "[exact]", "[symbol,diff]"
-function M.why(entry)
-  if type(entry) ~= "table" then
-    return ""
-  end
-  if entry.provenance == "EXACT" then
-    return "[exact]"
-  end
-  local why = type(entry.why) == "table" and entry.why or {}
-  local lanes = type(why.lanes) == "table" and why.lanes or {}
-  local names = {}
-  for name, rank in pairs(lanes) do
-    if type(rank) == "number" then
-      table.insert(names, name)
-    end
-  end
-  table.sort(names, function(a, b)
-    if lanes[a] ~= lanes[b] then
-      return lanes[a] < lanes[b]
-    end
-    return a < b
-  end)
-  if #names == 0 then
-    return ""
-  end
-  return "[" .. table.concat(names, ",") .. "]"
-end
-
 local function truncate(s, width)
   if not width or width <= 0 then
     return s
@@ -168,30 +143,151 @@ local function truncate(s, width)
     return s
   end
   local ok2, part = pcall(vim.fn.strcharpart, s, 0, width - 1)
-  return (ok2 and part or s:sub(1, width - 1)) .. "…"
+  part = ok2 and part or s:sub(1, width - 1)
+  local cut = part:match("^(.*%S)%s+%S*$") -- at a word boundary when there is one in the second half
+  if cut and #cut > width / 2 then
+    part = cut
+  end
+  return part .. "…"
+end
+M.truncate = truncate
+
+--- The hunk that explains a result best: the best-ranked one in any lane, else the first.
+--- @param entry table
+--- @return table|nil
+function M.primary_hunk(entry)
+  local hunks = type(entry) == "table" and type(entry.hunks) == "table" and entry.hunks or {}
+  local best, best_rank
+  for _, h in ipairs(hunks) do
+    for _, rank in pairs(type(h.lanes) == "table" and h.lanes or {}) do
+      if type(rank) == "number" and (best_rank == nil or rank < best_rank) then
+        best, best_rank = h, rank
+      end
+    end
+  end
+  return best or hunks[1]
 end
 
---- One picker line: "subject  short_sha  author  relative-date  path:lines  [why]".
---- @param entry table a result entry ({provenance, commit, why, hunks})
+--- Why a result is shown, in words: the server's `reason` ("same function", "similar change in src/x.py",
+--- "message matches your words"), with the lines it changed.
+--- @param entry table a result entry
+--- @return string
+function M.why(entry)
+  if type(entry) ~= "table" then
+    return ""
+  end
+  local hunk = M.primary_hunk(entry)
+  local where = M.hunk_location(hunk)
+  local reason = present(entry.reason) and tostring(entry.reason) or ""
+  local path = hunk and str(hunk.change == "delete" and hunk.old_path or hunk.path) or ""
+  if reason ~= "" and path ~= "" and (reason:find(path, 1, true) or reason:find("this file", 1, true)) then
+    local lines = where:sub(#path + 2)
+    return lines ~= "" and ("%s (line%s %s)"):format(reason, lines:find("-", 1, true) and "s" or "", lines) or reason
+  end
+  if reason ~= "" and where ~= "" then
+    return reason .. " · " .. where
+  end
+  return reason ~= "" and reason or where
+end
+
+local VERBS = { reverted = "reverted", reapplied = "re-applied", fixed = "fixed", ["cherry-picked"] = "cherry-picked" }
+
+--- A gap in days as people say it: "the same day", "2 days later", "3 weeks later" (server: views/consequences.py).
+--- @param days number
+--- @return string
+function M.later(days)
+  days = tonumber(days)
+  if not days or days < 1 then
+    return "the same day"
+  end
+  for _, u in ipairs({ { 365, "year" }, { 30, "month" }, { 7, "week" }, { 1, "day" } }) do
+    if days >= u[1] then
+      local n = math.floor(days / u[1])
+      return ("%d %s%s later"):format(n, u[2], n ~= 1 and "s" or "")
+    end
+  end
+  return "later"
+end
+
+local function short_of(commit)
+  commit = type(commit) == "table" and commit or {}
+  return str(commit.short_sha, str(commit.sha):sub(1, 7))
+end
+
+--- What became of a commit, oldest first: "reverted 3 weeks later by 1a2b3c4; re-applied 1 month later by …"
+--- ("" when nothing is known). The shared table tests/data/consequences.json checks it against the server.
+--- @param items table[]|nil the `consequences` of a result entry
+--- @return string
+function M.consequences(items)
+  local out = {}
+  for _, c in ipairs(type(items) == "table" and items or {}) do
+    if type(c) == "table" then
+      local kind = str(c.kind)
+      table.insert(out, ("%s %s by %s"):format(VERBS[kind] or kind, M.later(c.after_days), short_of(c.by)))
+    end
+  end
+  return table.concat(out, "; ")
+end
+
+--- Identical changes shown once: "the same change also as 1a2b3c4, 5d6e7f8" ("" without twins).
+--- @param twins table[]|nil commit objects
+--- @return string
+function M.twins(twins)
+  if type(twins) ~= "table" or #twins == 0 then
+    return ""
+  end
+  return "the same change also as " .. table.concat(vim.tbl_map(short_of, twins), ", ")
+end
+
+--- Consequences and twins of a result entry in one line ("" when nothing is known).
+function M.fate(entry)
+  if type(entry) ~= "table" then
+    return ""
+  end
+  local parts = vim.tbl_filter(function(p)
+    return p ~= ""
+  end, { M.consequences(entry.consequences), M.twins(entry.twins) })
+  return table.concat(parts, "; ")
+end
+
+--- The commit view's extra header lines for a result entry: "Later:  …", "Same:   …".
+--- @return string[]
+function M.fate_header(entry)
+  local out = {}
+  local later = M.consequences(type(entry) == "table" and entry.consequences or nil)
+  if later ~= "" then
+    table.insert(out, "Later:  " .. later)
+  end
+  local same = M.twins(type(entry) == "table" and entry.twins or nil)
+  if same ~= "" then
+    table.insert(out, "Same:   " .. same)
+  end
+  return out
+end
+
+--- One picker line: "subject · 9f1c2ab Ada, 3 days ago · why · fate"; a group: "History of f: 4 changes…".
+--- @param entry table a result entry ({provenance, commit, reason, hunks}) or a group ({group = {...}})
 --- @param opts? {now?: integer, subject_width?: integer}
 --- @return string
 function M.item(entry, opts)
   opts = opts or {}
+  if type(entry.group) == "table" then
+    return entry.group.label
+  end
+  if type(entry.action) == "table" then
+    return entry.action.label
+  end
   local commit = type(entry.commit) == "table" and entry.commit or {}
   local author = type(commit.author) == "table" and commit.author or {}
-  local hunks = type(entry.hunks) == "table" and entry.hunks or {}
   local sha = str(commit.short_sha, str(commit.sha):sub(1, 7))
-  local location = M.hunk_location(hunks[1])
-  if #hunks > 1 and location ~= "" then
-    location = ("%s +%d"):format(location, #hunks - 1)
-  end
+  local by = vim.tbl_filter(function(p)
+    return p ~= ""
+  end, { str(author.name), M.relative_date(str(commit.date), opts.now) })
   local parts = {
     truncate(str(commit.subject, "(no subject)"), opts.subject_width or 60),
-    sha,
-    str(author.name),
-    M.relative_date(str(commit.date), opts.now),
-    location,
+    vim.trim(sha .. " " .. table.concat(by, ", ")),
     M.why(entry),
+    M.fate(entry),
   }
   local out = {}
   for _, p in ipairs(parts) do
@@ -199,7 +295,7 @@ function M.item(entry, opts)
       table.insert(out, p)
     end
   end
-  return table.concat(out, "  ")
+  return table.concat(out, " · ")
 end
 
 local function as_list(v)
@@ -216,8 +312,13 @@ local function as_list(v)
   return {}
 end
 
---- Flatten a command result into picker entries.
---- prior-art: exact (symbol history) first, then related results; history: commits; search: results.
+local function count(n, what)
+  return ("%d %s%s"):format(n, what, n == 1 and "" or "s")
+end
+
+--- Flatten a command result into picker entries. Prior art first: the related commits lead, and the
+--- symbol's exact history follows as ONE entry (a group) that opens it as a second list; history and search
+--- answers are their commits.
 --- @param result table
 --- @return table[] entries
 function M.entries(result)
@@ -225,7 +326,8 @@ function M.entries(result)
   if type(result) ~= "table" then
     return out
   end
-  local function add(list, provenance)
+  local function collect(list, provenance)
+    local items = {}
     for _, e in ipairs(as_list(list)) do
       if type(e) == "table" and type(e.commit) == "table" then
         local sha = e.commit.sha
@@ -236,53 +338,128 @@ function M.entries(result)
           if provenance and not present(e.provenance) then
             e.provenance = provenance
           end
-          table.insert(out, e)
+          table.insert(items, e)
         end
       end
     end
+    return items
   end
-  add(result.exact, "EXACT")
-  add(result.commits, "EXACT")
-  add(result.results, "INFERRED")
+  local exact = collect(result.exact, "EXACT")
+  vim.list_extend(out, collect(result.commits, "EXACT"))
+  vim.list_extend(out, collect(result.results, "INFERRED"))
+  if #exact > 0 then
+    local symbol = type(result.symbol) == "table" and present(result.symbol.name) and result.symbol.name or nil
+    local title = symbol and ("History of " .. symbol) or "Exact history"
+    table.insert(out, { group = { title = title, label = ("%s: %s…"):format(title, count(#exact, "change")), entries = exact } })
+  end
   return out
 end
 
---- Quickfix items for entries, one per entry (its first hunk).
+--- The commits among entries (groups flattened), for completion and the quickfix list.
+function M.commits(entries)
+  local out = {}
+  for _, e in ipairs(entries or {}) do
+    if type(e.group) == "table" then
+      vim.list_extend(out, e.group.entries)
+    elseif type(e.commit) == "table" then
+      table.insert(out, e)
+    end
+  end
+  return out
+end
+
+--- The partial-results note of an answer (the server's `_meta.partial` and hint), else nil.
+--- @param result table
+--- @return string|nil
+function M.partial(result)
+  local meta = type(result) == "table" and type(result._meta) == "table" and result._meta or {}
+  if meta.partial ~= true then
+    return nil
+  end
+  return present(meta.hint) and tostring(meta.hint) or "the index is not complete yet"
+end
+
+local function header_range(start, n)
+  if tonumber(n) == 1 then
+    return tostring(start)
+  end
+  return ("%s,%s"):format(tostring(start), tostring(n))
+end
+
+--- The search pattern of a hunk's header in the commit view ("@@ -10,3 +10,12 @@", very nomagic).
+--- @param hunk table
+--- @return string|nil
+function M.hunk_pattern(hunk)
+  if type(hunk) ~= "table" or not tonumber(hunk.old_start) or not tonumber(hunk.new_start) then
+    return nil
+  end
+  return ("\\V\\^@@ -%s +%s @@"):format(header_range(hunk.old_start, hunk.old_lines), header_range(hunk.new_start, hunk.new_lines))
+end
+
+--- The name of the buffer that shows a commit (`backstory://<short sha>`) or a file at a revision
+--- (`backstory://<short sha>:<path>`, `backstory://<short sha>^:<path>` for the parent).
+--- @param sha string
+--- @param path string|nil
+--- @param parent boolean|nil
+function M.buffer_name(sha, path, parent)
+  local rev = tostring(sha):sub(1, 7) .. (parent and "^" or "")
+  return "backstory://" .. rev .. (path and (":" .. path) or "")
+end
+
+--- Parse a buffer name made by buffer_name: rev (with any ^/~ suffix) and path (nil for a commit).
+--- @param name string
+--- @return string|nil rev, string|nil path
+function M.parse_buffer_name(name)
+  local rest = type(name) == "string" and name:match("^backstory://(.+)$")
+  if not rest then
+    return nil, nil
+  end
+  local rev, path = rest:match("^([^:]+):(.+)$")
+  if rev then
+    return rev, path
+  end
+  return rest, nil
+end
+
+--- Quickfix items for entries, one per commit: each opens the commit view at its hunk (the buffer
+--- `backstory://<sha>` at the hunk header's line when known, else the header's search pattern), never a
+--- working-tree file.
 --- @param entries table[]
---- @param root string|nil repository root to resolve hunk paths
---- @param opts? {now?: integer}
+--- @param opts? {now?: integer, lnums?: table<string, integer>, bufnrs?: table<string, integer>}
 --- @return table[] items for setqflist()
-function M.qf_items(entries, root, opts)
+function M.qf_items(entries, opts)
   opts = opts or {}
   local items = {}
-  for _, e in ipairs(entries) do
+  for _, e in ipairs(M.commits(entries)) do
     local commit = e.commit or {}
+    local sha = str(commit.sha)
+    local hunk = M.primary_hunk(e)
     local author = type(commit.author) == "table" and commit.author or {}
-    local hunk = type(e.hunks) == "table" and e.hunks[1] or nil
     local item = {
-      text = ("%s  %s  %s  %s %s"):format(
-        str(commit.short_sha, str(commit.sha):sub(1, 7)),
-        str(commit.subject),
+      filename = M.buffer_name(sha),
+      module = str(commit.short_sha, sha:sub(1, 7)),
+      text = ("%s · %s, %s · %s%s"):format(
+        str(commit.subject, "(no subject)"),
         str(author.name),
         M.relative_date(str(commit.date), opts.now),
-        M.why(e)
+        M.why(e),
+        M.fate(e) ~= "" and (" · " .. M.fate(e)) or ""
       ),
-      user_data = { sha = commit.sha },
+      user_data = { sha = sha, path = hunk and hunk.path or nil, new_start = hunk and hunk.new_start or nil },
       valid = 1,
     }
-    if hunk then
-      local deleted = hunk.change == "delete"
-      local path = deleted and str(hunk.old_path, str(hunk.path)) or str(hunk.path, str(hunk.old_path))
-      if path ~= "" then
-        if root and root ~= "" and path:sub(1, 1) ~= "/" then
-          path = root:gsub("/$", "") .. "/" .. path
-        end
-        item.filename = path
-        item.lnum = math.max(1, tonumber(deleted and hunk.old_start or hunk.new_start) or 1)
-      end
+    local lnum = opts.lnums and opts.lnums[sha]
+    local pattern = M.hunk_pattern(hunk)
+    if lnum then
+      item.lnum = lnum
+    elseif pattern then
+      item.pattern = pattern
+    else
+      item.lnum = 1
     end
-    if not item.filename then
-      item.valid = 0
+    if opts.bufnrs and opts.bufnrs[sha] then
+      item.bufnr = opts.bufnrs[sha]
+      item.filename = nil
     end
     table.insert(items, item)
   end
@@ -310,7 +487,33 @@ function M.hunk_line(hunks, path, new_start)
   return by_path or hunks[1].line
 end
 
---- Short status text: "Backstory: indexing 120/5000", "Backstory: ready".
+local PHASES = {
+  history = { "indexing history", "commits" },
+  merges = { "diffing merges", "files" },
+  dense = { "embedding", "files" },
+}
+
+--- "1,522"
+function M.thousands(n)
+  local s = tostring(math.floor(tonumber(n) or 0))
+  local out = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
+  return (out:gsub("^,", ""))
+end
+
+--- One line with units: "indexing history 1,000/1,522 commits", "embedding 512/4,635 files".
+--- @param status table a backstory/status payload
+--- @return string
+function M.progress_text(status)
+  local phase = present(status.phase) and status.phase or "history"
+  local words = PHASES[phase] or { "indexing (" .. tostring(phase) .. ")", "items" }
+  local done, total = tonumber(status.done), tonumber(status.total)
+  if done and total and total > 0 then
+    return ("%s %s/%s %s"):format(words[1], M.thousands(done), M.thousands(total), words[2])
+  end
+  return words[1] .. "…"
+end
+
+--- Short status text: "Backstory: indexing history 120/5,000 commits", "Backstory: ready".
 --- @param status table|nil a backstory/status payload
 --- @return string
 function M.status_text(status)
@@ -319,14 +522,11 @@ function M.status_text(status)
   end
   local state = status.state
   if state == "indexing" then
-    local done, total = tonumber(status.done), tonumber(status.total)
-    local phase = present(status.phase) and status.phase ~= "history" and (" " .. status.phase) or ""
-    if done and total then
-      return ("Backstory: indexing%s %d/%d"):format(phase, done, total)
-    end
-    return "Backstory: indexing" .. phase
+    return "Backstory: " .. M.progress_text(status)
   elseif state == "no-repo" then
     return "Backstory: no repository"
+  elseif state == "ready" and tonumber(status.commits_behind_head) and tonumber(status.commits_behind_head) > 0 then
+    return ("Backstory: %s commits behind"):format(M.thousands(status.commits_behind_head))
   end
   return "Backstory: " .. tostring(state)
 end

@@ -94,8 +94,8 @@ function M.check()
     end
   else
     h.error(("`%s` is not executable (cmd from %s)"):format(exe, source), {
-      "Install Backstory (pip install <path to the Backstory repository>) so that `backstory` is on $PATH,",
-      'or set vim.g.backstory = { cmd = { "/path/to/backstory", "serve" } }.',
+      "Install Backstory from its repository: run ./scripts/setup there (or pip install <path to the repository>),",
+      'then set vim.g.backstory = { cmd = { "<repository>/.venv/bin/backstory", "serve" } }.',
     })
   end
 
@@ -107,12 +107,13 @@ function M.check()
   end
   local clients = require("backstory.lsp").clients()
   local cur = vim.api.nvim_get_current_buf()
-  if #clients == 0 then
-    h.warn("No Backstory client is running", {
-      "Open a file of a supported filetype inside a git repository (filetypes: "
-        .. table.concat(cfg.filetypes, ", ")
-        .. ")",
+  for _, exit in ipairs(require("backstory.lsp").exits) do
+    h.error(("The language server exited with code %s (signal %s)"):format(tostring(exit.code), tostring(exit.signal)), {
+      "See :LspLog for what it printed; reinstall it from the Backstory repository (./scripts/setup) if it cannot start.",
     })
+  end
+  if #clients == 0 then
+    h.warn("No Backstory client is running: " .. require("backstory").why_no_client(cur))
   end
   for _, client in ipairs(clients) do
     local bufs = vim.tbl_keys(client.attached_buffers or {})

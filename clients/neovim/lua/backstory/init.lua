@@ -5,6 +5,7 @@ local commands = require("backstory.commands")
 local config = require("backstory.config")
 local format = require("backstory.format")
 local blsp = require("backstory.lsp")
+local ui = require("backstory.ui")
 
 local M = {}
 
@@ -26,15 +27,49 @@ local function buf_uri(bufnr)
   return vim.uri_from_bufnr(bufnr)
 end
 
+--- The install route (README) and the setting to set, for messages about a missing server.
+M.install_fix = "Install it from the Backstory repository (run ./scripts/setup there, or pip install <path to the"
+  .. ' repository>), then set vim.g.backstory = { cmd = { "<repository>/.venv/bin/backstory", "serve" } }.'
+
+--- Why no Backstory client serves `bufnr`, in one sentence with the fix.
+--- @param bufnr integer
+--- @return string
+function M.why_no_client(bufnr)
+  local cfg = config.get()
+  local enabled = vim.lsp.is_enabled and vim.lsp.is_enabled(blsp.name)
+  local ok, resolved = pcall(function()
+    return vim.lsp.config[blsp.name]
+  end)
+  local cmd = ok and type(resolved) == "table" and resolved.cmd or cfg.cmd
+  local filetypes = ok and type(resolved) == "table" and resolved.filetypes or cfg.filetypes
+  if not enabled and not next(blsp.exits) then
+    return 'the language server is not enabled: add vim.lsp.enable("backstory") to your config (see :help backstory-lsp).'
+  end
+  if type(cmd) == "table" and vim.fn.executable(cmd[1]) ~= 1 then
+    return ("the language server is not installed (%s is not executable). %s"):format(cmd[1], M.install_fix)
+  end
+  local exit = blsp.exits[#blsp.exits]
+  if exit then
+    return ("the language server exited (code %s); see :checkhealth backstory and :LspLog. %s"):format(
+      tostring(exit.code),
+      "If it cannot start, reinstall it from the Backstory repository (./scripts/setup)."
+    )
+  end
+  local ft = vim.bo[bufnr].filetype
+  if type(filetypes) == "table" and not vim.tbl_contains(filetypes, ft) then
+    return ("it does not attach to %s buffers (filetypes: %s)."):format(ft ~= "" and ft or "these", table.concat(filetypes, ", "))
+  end
+  if vim.fs.root(bufnr, ".git") == nil then
+    return "this file is not inside a git repository."
+  end
+  return "the language server has not attached to this buffer yet; try again in a moment (see :checkhealth backstory)."
+end
+
 local function get_client(bufnr)
   blsp.register()
   local client = blsp.client(bufnr)
   if not client then
-    notify(
-      'no Backstory language server is running for this buffer; enable it with vim.lsp.enable("backstory")'
-        .. " (see :checkhealth backstory)",
-      vim.log.levels.WARN
-    )
+    notify(M.why_no_client(bufnr), vim.log.levels.WARN)
   end
   return client
 end
@@ -43,9 +78,28 @@ local function report_error(err)
   notify(type(err) == "table" and tostring(err.message) or tostring(err), vim.log.levels.ERROR)
 end
 
---- Open a commit in a scratch buffer.
+--- A synchronous server command for `backstory://` buffers (see ui.read).
+ui.request = function(command, arg, bufnr)
+  local client = blsp.client(bufnr)
+  if not client then
+    return nil, { message = M.why_no_client(bufnr) }
+  end
+  local origin = buf_uri(vim.fn.bufnr("#") > 0 and vim.fn.bufnr("#") or 0)
+  if origin and not arg.uri then
+    arg.uri = origin
+  end
+  return blsp.exec_sync(client, command, arg, bufnr, config.get().timeout_ms)
+end
+
+--- Read a `backstory://` buffer (the BufReadCmd of plugin/backstory.lua).
+function M.read_buffer(bufnr)
+  ui.read(bufnr)
+end
+
+--- Open a commit at a hunk.
 --- @param sha string
---- @param opts? {path?: string, new_start?: integer, client?: vim.lsp.Client, bufnr?: integer}
+--- @param opts? {path?: string, new_start?: integer, client?: vim.lsp.Client, bufnr?: integer, fate?: string[]}
+--- `fate`: header lines saying what became of the commit (format.fate_header), shown under its Date: line.
 function M.show(sha, opts)
   opts = opts or {}
   if not sha or sha == "" then
@@ -66,11 +120,14 @@ function M.show(sha, opts)
     if type(result) ~= "table" or type(result.text) ~= "string" then
       return notify("no such commit: " .. sha, vim.log.levels.WARN)
     end
-    require("backstory.ui").show_commit(result, { path = opts.path, new_start = opts.new_start, open = cfg.open })
+    ui.show_commit(
+      result,
+      { sha = result.sha or sha, path = opts.path, new_start = opts.new_start, open = cfg.open, fate = opts.fate }
+    )
   end)
 end
 
---- Show a result list: quickfix (bang or `quickfix = true`) and/or the picker.
+--- Show a result list: the picker, and/or the quickfix list (bang or `quickfix = true`).
 --- @param result table
 --- @param opts {title: string, client: vim.lsp.Client, bufnr: integer, bang?: boolean}
 function M.present(result, opts)
@@ -79,34 +136,55 @@ function M.present(result, opts)
     return notify("unexpected reply from the server", vim.log.levels.ERROR)
   end
   local entries = format.entries(result)
-  M.last_entries = entries
+  M.last_entries = format.commits(entries)
+  local partial = format.partial(result)
+  local note = partial and (" (partial: " .. partial .. ")") or ""
   if #entries == 0 then
     local meta = type(result._meta) == "table" and result._meta or {}
     local why = present(result.message) and result.message or present(meta.hint) and meta.hint or nil
     return notify("nothing found for " .. opts.title .. (why and (" (" .. tostring(why) .. ")") or ""))
   end
-  local ui = require("backstory.ui")
-  local root = type(result._meta) == "table" and present(result._meta.repo) and result._meta.repo
-    or opts.client.root_dir
   if opts.bang or cfg.quickfix then
-    ui.quickfix(entries, "Backstory: " .. opts.title, root, opts.bang)
+    M.quickfix(entries, "Backstory: " .. opts.title .. note, opts.bang, opts.client, opts.bufnr)
     if opts.bang then
       return
     end
   end
   ui.pick(entries, {
-    prompt = "Backstory: " .. opts.title,
+    prompt = "Backstory: " .. opts.title .. note,
+    note = note,
     subject_width = cfg.subject_width,
     on_choice = function(entry)
-      local hunk = type(entry.hunks) == "table" and entry.hunks[1] or {}
+      local hunk = format.primary_hunk(entry) or {}
       M.show(entry.commit.sha, {
         path = present(hunk.path) and hunk.path or nil,
         new_start = hunk.new_start,
         client = opts.client,
         bufnr = opts.bufnr,
+        fate = format.fate_header(entry),
       })
     end,
   })
+end
+
+--- Fill the quickfix list once every commit's text is fetched, so each entry points at its hunk's line.
+function M.quickfix(entries, title, open, client, bufnr)
+  local commits = format.commits(entries)
+  local shown, pending = {}, #commits
+  if pending == 0 then
+    return ui.quickfix(entries, title, open, shown)
+  end
+  for _, e in ipairs(commits) do
+    blsp.exec(client, blsp.server_commands.show_commit, { sha = e.commit.sha }, bufnr, function(err, result)
+      if not err and type(result) == "table" and type(result.text) == "string" then
+        shown[e.commit.sha] = result
+      end
+      pending = pending - 1
+      if pending == 0 then
+        ui.quickfix(entries, title, open, shown)
+      end
+    end)
+  end
 end
 
 --- "prior art for Client.send", or `fallback` when the result names no symbol.
@@ -157,6 +235,32 @@ local function location_arg(client, bufnr, range_opts, k)
   return commands.position_arg(uri, position, k)
 end
 
+local function run_prior_art(client, bufnr, arg, bang)
+  blsp.exec(client, blsp.server_commands.find_prior_art, arg, bufnr, function(err, result)
+    if err then
+      return report_error(err)
+    end
+    M.present(result, {
+      title = arg.range and "prior art for the selection" or title_for(result, "prior art for", "prior art at the cursor"),
+      client = client,
+      bufnr = bufnr,
+      bang = bang,
+    })
+  end)
+end
+
+local function run_history(client, bufnr, arg, bang)
+  blsp.exec(client, blsp.server_commands.symbol_history, arg, bufnr, function(err, result)
+    if err then
+      return report_error(err)
+    end
+    if type(result) == "table" and not present(result.symbol) and present(result.message) then
+      return notify(tostring(result.message), vim.log.levels.WARN)
+    end
+    M.present(result, { title = title_for(result, "history of", "history"), client = client, bufnr = bufnr, bang = bang })
+  end)
+end
+
 --- :Backstory prior-art — prior art for the symbol at the cursor, or the selection.
 --- @param opts? {range?: integer, line1?: integer, line2?: integer, bang?: boolean}
 function M.prior_art(opts)
@@ -166,19 +270,7 @@ function M.prior_art(opts)
   if not client then
     return
   end
-  local cfg = config.get()
-  local arg = location_arg(client, bufnr, opts, cfg.k)
-  blsp.exec(client, blsp.server_commands.find_prior_art, arg, bufnr, function(err, result)
-    if err then
-      return report_error(err)
-    end
-    M.present(result, {
-      title = arg.range and "prior art for the selection" or title_for(result, "prior art for", "prior art at the cursor"),
-      client = client,
-      bufnr = bufnr,
-      bang = opts.bang,
-    })
-  end)
+  run_prior_art(client, bufnr, location_arg(client, bufnr, opts, config.get().k), opts.bang)
 end
 
 --- :Backstory history — commits that changed the symbol at the cursor.
@@ -189,16 +281,102 @@ function M.history(opts)
   if not client then
     return
   end
+  run_history(client, bufnr, location_arg(client, bufnr, nil, nil), opts.bang)
+end
+
+--- :Backstory actions — what the hover at the cursor offers, as a list: each listed change (opens the commit
+--- at it), "Open changes" (the newest change, side by side), "Show all N changes", "Find prior art".
+function M.actions()
+  local bufnr = file_buffer()
+  local client = bufnr and get_client(bufnr)
+  if not client then
+    return
+  end
   local arg = location_arg(client, bufnr, nil, nil)
-  blsp.exec(client, blsp.server_commands.symbol_history, arg, bufnr, function(err, result)
+  blsp.exec(client, blsp.server_commands.hover_info, arg, bufnr, function(err, info)
     if err then
       return report_error(err)
     end
-    if type(result) == "table" and not present(result.symbol) and present(result.message) then
-      return notify(tostring(result.message), vim.log.levels.WARN)
+    if type(info) ~= "table" or not present(info.symbol) then
+      return notify("no definition here: put the cursor on a definition's name or a call to one", vim.log.levels.WARN)
     end
-    M.present(result, { title = title_for(result, "history of", "history"), client = client, bufnr = bufnr, bang = opts.bang })
+    local entries = M.action_entries(info, client, bufnr)
+    M.last_entries = format.commits(entries)
+    local partial = format.partial(info)
+    ui.pick(entries, {
+      prompt = "Backstory: " .. info.symbol.name .. (partial and (" (partial: " .. partial .. ")") or ""),
+      subject_width = config.get().subject_width,
+      on_choice = function(entry)
+        local hunk = format.primary_hunk(entry) or {}
+        M.show(entry.commit.sha, { path = hunk.path, new_start = hunk.new_start, client = client, bufnr = bufnr })
+      end,
+    })
   end)
+end
+
+--- The entries of :Backstory actions for a backstory.hoverInfo answer.
+function M.action_entries(info, client, bufnr)
+  local entries = {}
+  for _, c in ipairs(type(info.commits) == "table" and info.commits or {}) do
+    c.provenance = present(c.provenance) and c.provenance or "EXACT"
+    table.insert(entries, c)
+  end
+  local name = info.symbol.name
+  local at = { uri = info.uri, position = info.position }
+  local newest = entries[1]
+  if newest then
+    local hunk = format.primary_hunk(newest) or {}
+    local path = present(hunk.path) and hunk.path or info.symbol.path
+    local old = present(hunk.old_path) and hunk.old_path ~= path and hunk.old_path or nil
+    table.insert(entries, {
+      action = {
+        label = ("Open changes: %s in %s, side by side"):format(path, newest.commit.short_sha or newest.commit.sha:sub(1, 7)),
+        run = function()
+          ui.diff({ sha = newest.commit.sha, path = path, old_path = old })
+        end,
+      },
+    })
+  end
+  local total = tonumber(info.total) or 0
+  if total > 0 then
+    table.insert(entries, {
+      action = {
+        label = ("Show all %d%s change%s of %s"):format(total, info.more and "+" or "", total == 1 and "" or "s", name),
+        run = function()
+          run_history(client, bufnr, at, false)
+        end,
+      },
+    })
+  end
+  table.insert(entries, {
+    action = {
+      label = "Find prior art for " .. name,
+      run = function()
+        run_prior_art(client, bufnr, vim.tbl_extend("force", at, { k = config.get().k }), false)
+      end,
+    },
+  })
+  return entries
+end
+
+--- :Backstory diff [sha [path]] — a commit's change to a file, side by side. Without arguments in a
+--- commit buffer: the file under the cursor.
+function M.diff(args)
+  local sha, path = (args or ""):match("^(%S+)%s+(%S+)$")
+  if sha then
+    return ui.diff({ sha = sha, path = path })
+  end
+  ui.diff_at_cursor()
+end
+
+--- :Backstory file [sha [path]] — a file as it was in a commit. Without arguments in a commit buffer: the
+--- file under the cursor, at the cursor's line.
+function M.file(args)
+  local sha, path = (args or ""):match("^(%S+)%s+(%S+)$")
+  if sha then
+    return ui.show_file({ sha = sha, path = path, open = config.get().open })
+  end
+  ui.file_at_cursor()
 end
 
 --- :Backstory search {text}
@@ -227,24 +405,61 @@ function M.search(query, opts)
   end)
 end
 
---- :Backstory reindex (bang: rebuild from scratch)
+--- :Backstory changes [REV] — prior art for the uncommitted changes of the current buffer's repository (staged
+--- and unstaged, against HEAD), or for the change of a commit (REV) or range (A..B).
+--- @param rev string|nil
+--- @param opts? {bang?: boolean}
+function M.changes(rev, opts)
+  opts = opts or {}
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = get_client(bufnr)
+  if not client then
+    return
+  end
+  local arg = commands.changes_arg({ uri = buf_uri(bufnr), rev = rev, k = config.get().k })
+  blsp.exec(client, blsp.server_commands.find_prior_art_for_changes, arg, bufnr, function(err, result)
+    if err then
+      return report_error(err)
+    end
+    local changes = type(result) == "table" and type(result.changes) == "table" and result.changes or {}
+    local files = type(changes.files) == "table" and #changes.files or 0
+    if type(result) == "table" and files == 0 then
+      -- nothing to search: the server's hint says so ("no changes to search for: the worktree has no …")
+      local meta = type(result._meta) == "table" and result._meta or {}
+      local why = present(meta.hint) and tostring(meta.hint) or "there are no uncommitted changes to find prior art for"
+      M.last_entries = {}
+      return notify(why, vim.log.levels.WARN)
+    end
+    local about = present(changes.spec) and tostring(changes.spec) or "your changes"
+    local title = ("prior art for %s (%d file%s)"):format(about, files, files == 1 and "" or "s")
+    M.present(result, { title = title, client = client, bufnr = bufnr, bang = opts.bang })
+  end)
+end
+
+--- :Backstory reindex (bang: rebuild from scratch); its end is reported when the server says so.
 function M.reindex(rebuild)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = get_client(bufnr)
   if not client then
     return
   end
+  local status = require("backstory.status")
+  status.expect_reindex(client.id)
   local arg = commands.reindex_arg(rebuild, buf_uri(bufnr))
   blsp.exec(client, blsp.server_commands.reindex, arg, bufnr, function(err, result)
     if err then
+      status.cancel_reindex(client.id)
       return report_error(err)
     end
     if type(result) == "table" and result.started then
-      notify(rebuild and "rebuilding the index" or "indexing started")
-    elseif type(result) == "table" and present(result.message) then
-      notify(tostring(result.message))
+      notify((rebuild and "rebuilding the index" or "reindexing started") .. "; you will be told when it is done")
     else
-      notify("reindex: " .. vim.inspect(result))
+      status.cancel_reindex(client.id)
+      if type(result) == "table" and present(result.message) then
+        notify(tostring(result.message))
+      else
+        notify("reindex: " .. vim.inspect(result))
+      end
     end
   end)
 end
@@ -299,11 +514,12 @@ function M.status()
   local client = blsp.client(bufnr)
   local last = require("backstory.status").get(bufnr)
   if not client then
+    local why = M.why_no_client(bufnr)
     local st, err = M.cli_status()
     if st then
-      return notify("(no language server running)\n" .. format.status_summary(st))
+      return notify("no language server (" .. why .. ")\n" .. format.status_summary(st))
     end
-    return notify("no language server running and `backstory status` failed: " .. tostring(err), vim.log.levels.WARN)
+    return notify(why .. " (`backstory status` failed too: " .. tostring(err) .. ")", vim.log.levels.WARN)
   end
   blsp.exec(client, blsp.server_commands.status, commands.status_arg(buf_uri(bufnr)), bufnr, function(err, result)
     if err then
@@ -319,32 +535,27 @@ function M.status()
   end)
 end
 
---- Run a client-side command carried by a code action (backstory.ui.*).
---- @param server_command string
+--- Run a client-side command carried by a code action or hover link (backstory.ui.*).
+--- @param ui_command string
 --- @param command lsp.Command
 --- @param ctx table {client_id, bufnr}
-function M.run_ui_command(server_command, command, ctx)
+function M.run_ui_command(ui_command, command, ctx)
   local client = vim.lsp.get_client_by_id(ctx.client_id) or blsp.client(ctx.bufnr)
   local arg = type(command.arguments) == "table" and command.arguments[1] or nil
   if not client or type(arg) ~= "table" then
     return notify("cannot run " .. tostring(command.command), vim.log.levels.ERROR)
   end
   local bufnr = ctx.bufnr or vim.api.nvim_get_current_buf()
-  blsp.exec(client, server_command, arg, bufnr, function(err, result)
-    if err then
-      return report_error(err)
-    end
-    local title
-    if server_command == blsp.server_commands.symbol_history then
-      if type(result) == "table" and not present(result.symbol) and present(result.message) then
-        return notify(tostring(result.message), vim.log.levels.WARN)
-      end
-      title = title_for(result, "history of", "history")
-    else
-      title = arg.range and "prior art for the selection" or title_for(result, "prior art for", "prior art at the cursor")
-    end
-    M.present(result, { title = title, client = client, bufnr = bufnr })
-  end)
+  if ui_command == "backstory.ui.symbolHistory" then
+    return run_history(client, bufnr, arg, false)
+  elseif ui_command == "backstory.ui.findPriorArt" then
+    return run_prior_art(client, bufnr, arg, false)
+  elseif ui_command == "backstory.ui.openCommit" then
+    return M.show(arg.sha, { path = arg.path, new_start = arg.newStart, client = client, bufnr = bufnr })
+  elseif ui_command == "backstory.ui.openChanges" then
+    return ui.diff({ sha = arg.sha, path = arg.path, old_path = arg.oldPath })
+  end
+  notify("unknown command " .. tostring(command.command), vim.log.levels.ERROR)
 end
 
 local function short_shas()
@@ -368,10 +579,18 @@ function M.run(opts)
   local sub, rest = commands.parse(opts.fargs or {})
   if sub == "prior-art" then
     M.prior_art(opts)
+  elseif sub == "changes" then
+    M.changes(rest ~= "" and rest or nil, opts)
   elseif sub == "search" then
     M.search(rest, opts)
   elseif sub == "history" then
     M.history(opts)
+  elseif sub == "actions" then
+    M.actions()
+  elseif sub == "diff" then
+    M.diff(rest)
+  elseif sub == "file" then
+    M.file(rest)
   elseif sub == "show" then
     M.show(rest)
   elseif sub == "reindex" then
@@ -387,7 +606,7 @@ function M.run(opts)
   end
 end
 
---- A short string for 'statusline', e.g. "Backstory: indexing 120/5000" or "Backstory: ready".
+--- A short string for 'statusline', e.g. "Backstory: indexing history 120/5,000 commits" or "Backstory: ready".
 --- @param bufnr integer|nil
 --- @return string
 function M.statusline(bufnr)

@@ -9,15 +9,24 @@ M.server_commands = {
   search = "backstory.search",
   symbol_history = "backstory.symbolHistory",
   show_commit = "backstory.showCommit",
+  file_at_revision = "backstory.fileAtRevision",
+  hover_info = "backstory.hoverInfo",
   reindex = "backstory.reindex",
   status = "backstory.status",
+  find_prior_art_for_changes = "backstory.findPriorArtForChanges",
 }
 
---- Client-side commands carried by the server's code actions -> the server command they wrap.
+--- Client-side commands carried by the server's code actions and hover links (see docs/protocol.md), each with
+--- the server command it calls.
 M.ui_commands = {
   ["backstory.ui.findPriorArt"] = "backstory.findPriorArt",
   ["backstory.ui.symbolHistory"] = "backstory.symbolHistory",
+  ["backstory.ui.openCommit"] = "backstory.showCommit",
+  ["backstory.ui.openChanges"] = "backstory.fileAtRevision",
 }
+
+--- Exits of Backstory clients that did not stop cleanly: {code, signal, client_id}, oldest first.
+M.exits = {}
 
 local function is_backstory(client)
   if client.name == M.name then
@@ -95,12 +104,29 @@ end
 --- Register the client-side commands that the server's code actions carry, so that
 --- vim.lsp.buf.code_action() can run them. Idempotent.
 function M.register()
-  for ui_command, server_command in pairs(M.ui_commands) do
+  for ui_command in pairs(M.ui_commands) do
     if not vim.lsp.commands[ui_command] then
       vim.lsp.commands[ui_command] = function(command, ctx)
-        require("backstory").run_ui_command(server_command, command, ctx)
+        require("backstory").run_ui_command(ui_command, command, ctx)
       end
     end
+  end
+end
+
+--- on_exit of the LSP config: remember a server that stopped on its own and say so once, with the fix.
+function M.on_exit(code, signal, client_id)
+  if code == 0 and (signal == 0 or signal == nil) then
+    return
+  end
+  table.insert(M.exits, { code = code, signal = signal, client_id = client_id })
+  if #M.exits == 1 then
+    vim.schedule(function()
+      vim.notify(
+        ("Backstory: the language server exited (code %s); see :checkhealth backstory and :LspLog. If it cannot"
+          .. " start, reinstall it from the Backstory repository (./scripts/setup)."):format(tostring(code)),
+        vim.log.levels.ERROR
+      )
+    end)
   end
 end
 

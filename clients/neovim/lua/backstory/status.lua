@@ -6,6 +6,39 @@ local M = {}
 --- client_id -> last status payload
 M.by_client = {}
 
+--- client_id -> "asked" | "running": a reindex the user asked for, whose end is reported
+M.reindexing = {}
+
+--- Called before asking the server to reindex: its end (the first ready/error after indexing) is reported.
+function M.expect_reindex(client_id)
+  local last = M.by_client[client_id]
+  M.reindexing[client_id] = (last and last.state == "indexing") and "running" or "asked"
+end
+
+function M.cancel_reindex(client_id)
+  M.reindexing[client_id] = nil
+end
+
+local function report_reindex(client_id, result)
+  local pending = M.reindexing[client_id]
+  if result.state == "indexing" and pending == "asked" then
+    M.reindexing[client_id] = "running"
+  elseif (result.state == "ready" or result.state == "error") and pending == "running" then
+    M.reindexing[client_id] = nil
+    local msg
+    if result.state == "error" then
+      msg = "Backstory: reindexing failed: " .. tostring(result.message)
+    else
+      local what = type(result.message) == "string" and result.message:gsub("commit%(s%)", "new commit(s)") or "done"
+      local n = tonumber(result.indexed_commits)
+      msg = "Backstory: reindexing finished: " .. what .. (n and ("; " .. format.thousands(n) .. " commits indexed") or "")
+    end
+    vim.schedule(function()
+      vim.notify(msg, result.state == "error" and vim.log.levels.WARN or vim.log.levels.INFO)
+    end)
+  end
+end
+
 --- Handler for the `backstory/status` notification (server -> client).
 --- Stores the payload, fires `User BackstoryStatus` and redraws status lines.
 function M.on_status(err, result, ctx)
@@ -13,6 +46,7 @@ function M.on_status(err, result, ctx)
     return
   end
   M.by_client[ctx.client_id] = result
+  report_reindex(ctx.client_id, result)
   vim.schedule(function()
     pcall(vim.api.nvim_exec_autocmds, "User", {
       pattern = "BackstoryStatus",
