@@ -286,7 +286,7 @@ async def status(ls: BackstoryServer, *args: Any) -> Any:
     if state is None:
         return {"state": "no-repo", "message": "this workspace is not inside a git repository"}
     try:
-        detail = await asyncio.to_thread(state.engine.status)
+        detail = await asyncio.to_thread(state.engine.status, False)  # polled by editors: no page-by-page check
     except (HistoryError, StoreError) as e:
         detail = {"hint": str(e)}
     server = {

@@ -94,9 +94,21 @@ class BackstoryProtocol(LanguageServerProtocol):
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
         future = self._request_futures.get(msg_id)
         if future is not None and future is not before:
-            future.add_done_callback(partial(self._forget, msg_id))
+            try:
+                loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            future.add_done_callback(partial(self._forget, loop, msg_id))
 
-    def _forget(self, msg_id: Any, future: Future[Any] | asyncio.Future[Any]) -> None:
+    def _forget(self, loop: asyncio.AbstractEventLoop | None, msg_id: Any, future: Future[Any]) -> None:
+        """Drop a finished future, on the event loop: a future's callbacks can run inside ``cancel()``, which
+        pygls calls while it iterates the table (``shutdown``), or in a worker thread."""
+        if loop is None or loop.is_closed():
+            self._drop(msg_id, future)
+        else:
+            loop.call_soon_threadsafe(self._drop, msg_id, future)
+
+    def _drop(self, msg_id: Any, future: Future[Any]) -> None:
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
 

@@ -422,11 +422,11 @@ class Engine:
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))
 
-    def status(self) -> dict[str, Any]:
+    def status(self, thorough: bool = True) -> dict[str, Any]:
         """What is indexed, what each phase still has to do, disk use per component, whether every part of the
         store is sound, and the next step (the shape ``backstory status --json`` prints, docs/protocol.md)."""
-        with reading_catalogue():
-            return status(self)
+        with self._lock, reading_catalogue():  # one catalogue connection: not beside a search's reads
+            return status(self, thorough)
 
     def close(self) -> None:
         """Close the catalogue and the repository's pack files (dulwich complains about open ones at exit)."""
