@@ -129,6 +129,18 @@ async def test_a_request_before_initialize_or_after_shutdown_is_refused(client: 
     assert await asyncio.wait_for(client.proc.wait(), 60) == 0
 
 
+async def test_shutdown_while_a_handler_is_still_running(client: RawClient) -> None:
+    """pygls cancels what is in flight at shutdown while iterating its table of futures; a future removed by its
+    own callback inside cancel() broke that loop ('dictionary changed size during iteration', -32603). Here the
+    initialized handler is still waiting for the client's workspace/configuration answer when shutdown comes."""
+    params = {"processId": os.getpid(), "capabilities": {"workspace": {"configuration": True}}}
+    assert "result" in await client.call("initialize", params)
+    client.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    assert (await client.call("shutdown"))["result"] is None
+    client.send({"jsonrpc": "2.0", "method": "exit"})
+    assert await asyncio.wait_for(client.proc.wait(), 60) == 0
+
+
 async def test_requests_that_do_not_fit_their_method_are_answered(client: RawClient, tmp_path: Path) -> None:
     root = tmp_path / "ws"
     build_sample(root)

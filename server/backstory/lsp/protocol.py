@@ -28,7 +28,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from concurrent.futures import Future
 from functools import partial
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import cattrs
 from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,19 @@ class BackstoryProtocol(LanguageServerProtocol):
     def _drop(self, msg_id: Any, future: Future[Any]) -> None:
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """pygls' shutdown, cancelling what is in flight over a copy of the table: a cancelled future's callbacks
+        run inside ``cancel()`` and may remove it (pygls' own result callback does)."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
 
     def in_flight(self) -> int:
         """Requests (the client's and the server's own) whose answers are still awaited."""
