@@ -90,8 +90,12 @@ def test_no_messages_keeps_messages_out_of_lanes(sample) -> None:
     assert result["results"] == []
     result = engine.search("exponential backoff", SearchOptions(rerank=False))
     assert result["results"][0]["commit"]["subject"]  # still shown
-    with pytest.raises(RebuildNeeded, match="different options"):
-        index_repository(path)
+    generation = engine.manifest()["generation"]
+    assert index_repository(path).new_commits == 0  # options left at their defaults follow the index
+    assert engine.manifest()["generation"] == generation and engine.manifest()["options"]["no_messages"] is True
+    index_repository(path, rebuild=True)  # --rebuild builds with exactly the options given
+    with pytest.raises(RebuildNeeded, match="different options"):  # an option asked for that differs
+        index_repository(path, options=BuildOptions(no_messages=True))
 
 
 def test_rebuild_after_option_change(sample) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..history import linelog
+from ..history.repo import shallow_roots
 from ..index import merge_diffs
 from ..search import results
 from .locate import Position, locate, symbol_json, why_no_symbol
@@ -29,9 +30,14 @@ def exact_commits(
     limit: int | None = EXACT_LIMIT,
     head: str | None = None,
     skipped: list[str] | None = None,
+    notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
     every diff and rename the way ``git log -L start,end:path`` does; newest first (author date).
+
+    A shallow clone's boundary commit is where the known history ends, not a change: its diff is against
+    nothing, so it would otherwise "add" every line of every file. When the walk reaches it, the walk stops
+    there and ``notes`` gets a sentence saying so.
 
     The ranges are carried from child to parent through the graph with git's line-log rules (see
     :mod:`backstory.history.linelog`); at a merge, the first parent that did not change them takes them alone,
@@ -67,6 +73,7 @@ def exact_commits(
     ignored = engine.ignored_revisions()
     ranges: dict[str, dict[str, linelog.Ranges]] = {head: {path: [(start, end)]}}
     picked: list[tuple[str, list[int]]] = []
+    shallow = shallow_roots(engine.repo)
 
     def carry(parent: str, p: str, spans: linelog.Ranges) -> None:
         slot = ranges.setdefault(parent, {})
@@ -86,6 +93,13 @@ def exact_commits(
             break  # the walk is newest-first: callers that show a few need not walk to the root
         current = ranges.pop(sha, None)
         if current is None:
+            continue
+        if sha in shallow:
+            if notes is not None:
+                notes.append(
+                    f"the history stops at the shallow clone's boundary ({sha[:7]}); "
+                    "`git fetch --unshallow` brings the older changes"
+                )
             continue
         ps = parents.get(sha, [])
         if len(ps) > 1:
@@ -210,7 +224,10 @@ def symbol_history(engine: Engine, pos: Position, source: bytes | None = None) -
     # every commit, as the spec and git log -L do (the hover and prior art cap theirs)
     skipped: list[str] = []
     head = info.get("head")
-    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, None, head, skipped) if exists else []
+    notes = meta["warnings"]
+    commits = (
+        exact_commits(engine, loc.path, d.start_line, d.end_line, None, head, skipped, notes=notes) if exists else []
+    )
     message = None
     if skipped:
         n = len(skipped)

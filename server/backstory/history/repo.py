@@ -7,6 +7,7 @@ yet, shallow clone) becomes a ``HistoryError`` with a sentence that says what to
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,13 +56,25 @@ def repo_relative(root: Path, path: str | os.PathLike[str], bases: tuple[Path, .
     """
     p = Path(path)
     candidates = [p] if p.is_absolute() else [b / p for b in bases] or [root / p]
-    resolved_root = root.resolve()
+    resolved_root = resolve(root)
     for c in candidates:
         try:
-            return c.resolve().relative_to(resolved_root).as_posix()
+            return resolve(c).relative_to(resolved_root).as_posix()
         except ValueError:
             continue
     raise HistoryError(f"{path} is outside the repository {root}")
+
+
+def resolve(path: Path) -> Path:
+    """``path.resolve()``, with a symbolic link that loops (or cannot be followed) as a :class:`HistoryError`."""
+    try:
+        return path.resolve()
+    except RuntimeError:  # Python < 3.13 reports a loop this way
+        raise HistoryError(f"{path} is a symbolic link that loops (it never reaches a file)") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise HistoryError(f"{path} is a symbolic link that loops (it never reaches a file)") from None
+        raise HistoryError(f"cannot follow {path}: {e.strerror or e}") from None
 
 
 def head_sha(repo: Repo) -> str:

@@ -11,8 +11,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from dulwich.repo import Repo
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import merge_diffs, relations
+from . import integrity, merge_diffs, relations
 from .graph import reachable
 from .parallel import read_all
 from .progress import Progress
@@ -38,12 +38,32 @@ __all__ = ["BuildOptions", "IndexBusy", "IndexReport", "RebuildNeeded", "index_r
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """Options that change what is indexed; recorded in the manifest (a mismatch means rebuild)."""
+    """Options that change what is indexed; recorded in the manifest (a mismatch means rebuild).
+
+    One policy for the CLI and the language server (:meth:`following`): an option left at its default follows
+    the index as it was built, and only an option asked for (a value other than the default) that differs
+    from the index's means a rebuild. So ``backstory index --max-file-bytes 2000000`` and an editor's server
+    with default settings keep updating one index instead of rebuilding it in turn; ``--rebuild`` builds with
+    exactly the options given (the way back to a default)."""
 
     no_messages: bool = False
     symbols: bool = True
     max_file_bytes: int = 1_000_000
     excludes: tuple[str, ...] = ()
+
+    def following(self, built: Mapping[str, Any]) -> BuildOptions:
+        """These options, with each one left at its default taken from ``built`` (an index manifest's options)."""
+        defaults = BuildOptions()
+        taken: dict[str, Any] = {}
+        for f in fields(self):
+            if getattr(self, f.name) != getattr(defaults, f.name) or f.name not in built:
+                continue
+            value = built[f.name]
+            if f.name == "excludes" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+                taken[f.name] = tuple(value)
+            elif type(value) is type(getattr(defaults, f.name)):
+                taken[f.name] = value
+        return replace(self, **taken)
 
     def policy(self, repo: Repo, head: str) -> PathPolicy:
         ignore_file = worktree_root(repo) / ".backstoryignore"
@@ -56,11 +76,14 @@ class BuildOptions:
         )
 
     def manifest_options(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "no_messages": self.no_messages,
             "symbols": self.symbols,
             "max_file_bytes": self.max_file_bytes,
         }
+        if self.excludes:  # absent when empty, as in manifests written before it was recorded
+            out["excludes"] = list(self.excludes)
+        return out
 
 
 @dataclass
@@ -107,22 +130,28 @@ def index_repository(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     wait: float = 0.0,
+    verify: bool = True,
 ) -> IndexReport:
-    """Bring the index up to date with HEAD. Raises HistoryError / StoreError subclasses with clear messages."""
+    """Bring the index up to date with HEAD. Raises HistoryError / StoreError subclasses with clear messages.
+
+    ``verify``: check every catalogue page first (``PRAGMA quick_check``, ~0.5 s per 100 MB); the language
+    server's small in-process updates skip it (their process wrote the catalogue last)."""
     options = options or BuildOptions()
     repo = open_repo(path)
     try:
-        return _index(repo, options, store_for(repo, index_dir), rebuild, progress, cancel, wait)
+        return _index(repo, options, store_for(repo, index_dir), rebuild, progress, cancel, wait, verify)
     finally:
         repo.close()
 
 
-def _index(repo, options, store, rebuild, progress, cancel, wait) -> IndexReport:  # type: ignore[no-untyped-def]
+def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> IndexReport:  # type: ignore[no-untyped-def]
     head = head_sha(repo)
     started = time.monotonic()
-    with store.write_lock(wait):
+    with store.write_lock(wait), integrity.reading_catalogue():
         if rebuild:
             store.clear_data()
+        elif store.exists():
+            options = options.following(store.read_manifest().get("options") or {})
         policy = options.policy(repo, head)
         manifest_opts = {**options.manifest_options(), "rules": policy.digest()}
         main = None if rebuild else _main_store(repo, store)
@@ -132,6 +161,11 @@ def _index(repo, options, store, rebuild, progress, cancel, wait) -> IndexReport
             reason = store.verdict(manifest_opts)
             if reason:
                 raise RebuildNeeded(f"{reason}; run `backstory index --rebuild`")
+            # before writing into it: damage found now is reported, not built upon (see integrity)
+            problem = integrity.catalogue_problem(store.db) if verify else None
+            problem = problem or integrity.Verified(store.path).tantivy_problem(store.tantivy_path)
+            if problem is not None:
+                raise StoreError(str(problem))
             try:
                 index = open_index(store.tantivy_path, create=False)
             except Exception as e:  # tantivy raises ValueError/OSError variants on damaged files
@@ -158,10 +192,16 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
     writer = index.writer(heap_size=96_000_000, num_threads=1)
     try:
         stale = [sha for sha in known if sha not in graph.reachable]
+        todo = [c for c in graph.ordered if known.get(c.sha) != "indexed"]
+        if stale or todo:
+            # the catalogue is about to change: until this run completes, no head may be taken as "everything
+            # indexed is reachable from me" (a run interrupted on another branch would make the old one lie)
+            with store.transaction() as db:
+                store.set_state(db, "indexed_head", "")
+                store.set_state(db, "indexed_at", now_iso())
         if stale:
             _purge(store, writer, stale)
             report.purged_commits = len(stale)
-        todo = [c for c in graph.ordered if known.get(c.sha) != "indexed"]
         total = len(todo)
         done = 0
         if progress:
@@ -198,6 +238,8 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
 
 def _purge(store: Store, writer, shas: Iterable[str]) -> None:  # type: ignore[no-untyped-def]
     shas = list(shas)
+    with store.transaction() as db:  # first no longer trusted (their hunks and documents go next, in that order)
+        db.executemany("UPDATE commits SET state='pending' WHERE sha=?", [(sha,) for sha in shas])
     for sha in shas:
         writer.delete_documents_by_term("sha", sha)
     writer.commit()

@@ -17,14 +17,17 @@ import numpy as np
 
 from ..models.passages import RECIPE
 from ..models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec
-from . import unit_states, vectors
+from . import integrity, unit_states, vectors
 from .catalog import Catalog
 from .progress import Progress
-from .store import Store, StoreError
+from .store import Store
 
 #: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
 #: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
 DEFAULT_BATCH = 256
+#: The codec is fitted on a prefix of units whose length is a multiple of this (see :func:`fit_cut`): the
+#: default batch, so indexes built with the default batch keep the codec they always had.
+FIT_STEP = 256
 SAVE_EVERY_SECONDS = float(os.environ.get("BACKSTORY_DENSE_SAVE_SECONDS", "20"))  # durability vs save cost
 
 log = logging.getLogger("backstory.index")
@@ -71,14 +74,71 @@ def restamp(store: Store, embedder: Any) -> None:
             tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
             tx.execute("DELETE FROM unit_states")
             tx.execute("DELETE FROM state_codec")
+            integrity.forget_vectors(tx)
         store.vectors_path.unlink(missing_ok=True)
     manifest["dense"] = want
     store.write_manifest(manifest)
 
 
+def open_vectors(store: Store, dim: int) -> tuple[Any, integrity.Problem | None]:
+    """The vector index, repaired if it must be: a missing, damaged or unreadable file (or, in an index from
+    before stamps, one that lacks a unit the catalogue claims) is dropped and its units are marked for
+    embedding again — their token states stay, they do not depend on the file. Caller holds the write lock."""
+    db = store.db
+    path = store.vectors_path
+    claimed = int(db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0])
+    problem = integrity.vectors_problem(db, path, claimed)
+    index = None
+    if problem is None:
+        try:
+            index = vectors.load(path, dim)
+        except (RuntimeError, ValueError) as e:
+            what = f"the vector file {path.name} is unreadable ({e})"
+            problem = integrity.Problem("vectors", what, integrity.REINDEX)
+    if index is not None and problem is None and claimed and not integrity.has_stamp(db):
+        fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1")]
+        lost = sum(1 for f in fids if not index.contains(f))
+        if lost:
+            what = f"the vector file {path.name} lacks {lost:,} of the {claimed:,} embedded file units"
+            problem = integrity.Problem("vectors", what, integrity.REINDEX)
+        else:
+            with store.transaction() as tx:
+                integrity.stamp_current(tx, path)
+    if problem is not None:
+        log.warning("%s: embedding the %d file unit(s) again", problem.what, claimed)
+        with store.transaction() as tx:
+            tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
+            integrity.forget_vectors(tx)
+        path.unlink(missing_ok=True)
+        index = vectors.new_index(dim)
+    return index, problem
+
+
+def _save(store: Store, index: Any) -> None:
+    """Save the vector file, its stamp recorded as expected before it is renamed into place (see integrity)."""
+    vectors.save(index, store.vectors_path, lambda tmp: integrity.expect_vectors(store.db, integrity.file_stamp(tmp)))
+
+
 def unit_passages(store: Store, fids: list[int], no_messages: bool) -> list[str]:
     """The dense recipe's text of each unit, in ``fids`` order: what its vector and stored states encode."""
     return Catalog.of(store).unit_passages(fids, no_messages)
+
+
+def fit_cut(counted: list[int], banked: int, total: int) -> int | None:
+    """How many of this run's units the codec is fitted on (with the stateless ones), once that is known.
+
+    The fit takes the first multiple of :data:`FIT_STEP` units (or all ``total``) whose content tokens, with the
+    ``banked`` ones of units embedded before, reach :data:`MIN_FIT_TOKENS`; ``counted`` holds the tokens of the
+    units embedded so far. Fixed steps make the codec (and so every MaxSim score) the same whatever
+    ``BACKSTORY_DENSE_BATCH`` is: the fit used to take whatever the batch that crossed the threshold held."""
+    seen = banked
+    for cut in [*range(FIT_STEP, total, FIT_STEP), total]:
+        if cut > len(counted):
+            return None
+        seen = banked + sum(counted[:cut])
+        if seen >= MIN_FIT_TOKENS:
+            return cut
+    return None
 
 
 def embed_pending(
@@ -107,22 +167,18 @@ def embed_pending(
     batch = batch_size()
     restamp(store, embedder)
     no_messages = bool(store.read_manifest().get("options", {}).get("no_messages"))
-    try:
-        index = vectors.load(store.vectors_path, int(embedder.dim))
-    except (RuntimeError, ValueError) as e:  # damaged like a Tantivy directory or catalogue: said, left as is
-        raise StoreError(
-            f"the vector index {store.vectors_path} is unreadable ({e}); run `backstory index --rebuild`"
-        ) from None
     db = store.db
     unit_states.ensure_tables(db)
+    index, _problem = open_vectors(store, int(embedder.dim))
     codec = unit_states.load_codec(db, STATES_RECIPE)
     tombstones = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=-1")]
     if tombstones:
         vectors.remove(index, tombstones)
-        vectors.save(index, store.vectors_path)
+        _save(store, index)
         with store.transaction() as tx:
             tx.executemany("DELETE FROM files WHERE fid=?", [(f,) for f in tombstones])
             unit_states.remove(tx, tombstones)
+            integrity.claim_vectors(tx)
     rows = db.execute(
         "SELECT f.fid, f.author_time FROM files f JOIN commits c ON c.sha=f.sha"
         " WHERE f.embedded=0 AND c.state='indexed' ORDER BY f.author_time DESC, f.fid DESC"
@@ -148,6 +204,7 @@ def embed_pending(
     unsaved: list[int] = []
     backfilled: list[int] = []  # stateless units whose states wait for the next flush
     raw: dict[int, np.ndarray] = {}  # states waiting for the codec
+    counted: list[int] = []  # content tokens of each unit of ``todo`` embedded so far, in order
     encoded: dict[int, bytes] = {}
     new_codec = False
     last_save = time.monotonic()
@@ -156,8 +213,9 @@ def embed_pending(
         nonlocal unsaved, backfilled, last_save, new_codec
         if not unsaved and not backfilled:
             return
-        vectors.save(index, store.vectors_path)
+        _save(store, index)
         with store.transaction() as tx:
+            integrity.claim_vectors(tx)
             if new_codec and codec is not None:
                 unit_states.save_codec(tx, STATES_RECIPE, codec)
                 new_codec = False
@@ -178,12 +236,15 @@ def embed_pending(
             vectors.upsert(index, fids, vecs)
             if codec is None:
                 raw.update(zip(fids, states, strict=True))
-                if banked + sum(len(s) for s in raw.values()) >= MIN_FIT_TOKENS:
+                counted.extend(len(s) for s in states)
+                cut = fit_cut(counted, banked, total)
+                if cut is not None:
                     for at in range(0, len(stateless), batch):
                         chunk = stateless[at : at + batch]
                         past = embedder.token_states(unit_passages(store, chunk, no_messages), content_only=True)
                         raw.update(zip(chunk, past, strict=True))
-                    sample = [raw[f] for f in sorted(raw, key=order.__getitem__) if len(raw[f])]
+                    fitted = [*stateless, *todo[:cut]]
+                    sample = [raw[f] for f in sorted(fitted, key=order.__getitem__) if len(raw[f])]
                     codec, new_codec = StateCodec.fit(np.concatenate(sample)), True
                     encoded.update((f, codec.encode(s)) for f, s in raw.items())
                     raw.clear()

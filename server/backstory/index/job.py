@@ -18,6 +18,7 @@ from typing import Any
 from ..history.repo import open_repo
 from .build import BuildOptions, IndexReport, index_repository, store_for
 from .dense_build import embed_pending
+from .integrity import reading_catalogue
 from .progress import Progress
 
 
@@ -50,16 +51,18 @@ def run_index(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     wait: float = 0.0,
+    verify: bool = True,
 ) -> JobResult:
     """Index ``root``'s history, then (with ``dense``) embed the file units not embedded yet.
 
     ``embedder`` returns an already loaded model (the server's); without it the model is loaded from
-    ``model_path`` (or the default). Raises what :func:`index_repository` raises.
+    ``model_path`` (or the default). ``verify``: see :func:`index_repository`. Raises what it raises.
     """
     cancel = cancel or threading.Event()
     report = index_repository(
-        root, options=options, index_dir=index_dir, rebuild=rebuild, progress=progress, cancel=cancel, wait=wait
-    )
+        root, options=options, index_dir=index_dir, rebuild=rebuild, progress=progress, cancel=cancel, wait=wait,
+        verify=verify,
+    )  # fmt: skip
     if not dense or report.cancelled or cancel.is_set():
         return JobResult(report)
     model, note = (embedder(), "no embedding model") if embedder is not None else load_embedder(model_path)
@@ -67,6 +70,6 @@ def run_index(
         return JobResult(report, dense_note=note)
     with contextlib.closing(open_repo(root)) as repo:
         store = store_for(repo, index_dir)
-    with store.write_lock(wait):
+    with store.write_lock(wait), reading_catalogue():
         embedded = embed_pending(store, model, progress=progress, cancel=cancel)
     return JobResult(report, embedded)

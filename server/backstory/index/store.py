@@ -72,7 +72,11 @@ class RebuildNeeded(StoreError):
 
 
 class IndexBusy(StoreError):
-    """Another process is writing the index."""
+    """Another process is writing the index; ``holder`` names it ("pid 123")."""
+
+    def __init__(self, message: str, holder: str = "another process") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def now_iso() -> str:
@@ -113,11 +117,22 @@ class Store:
             os.fsync(fh.fileno())
         os.replace(tmp, self.path / MANIFEST)
 
+    def schema_problem(self, manifest: dict[str, Any] | None = None) -> str | None:
+        """Why the index's schema is not this version's (another version built it, or the manifest says
+        something that is not a schema number), or None."""
+        found = (manifest if manifest is not None else self.read_manifest()).get("schema_version")
+        if isinstance(found, bool) or not isinstance(found, int):
+            return f"the index manifest is malformed (schema_version is {found!r}, not a number)"
+        if found != SCHEMA_VERSION:
+            return f"the index was built by another version of backstory (schema {found}, not {SCHEMA_VERSION})"
+        return None
+
     def verdict(self, options: dict[str, Any]) -> str | None:
         """Why the index cannot be trusted with these build options, or None when it can."""
         m = self.read_manifest()
-        if m.get("schema_version") != SCHEMA_VERSION:
-            return f"index schema {m.get('schema_version')} != {SCHEMA_VERSION}"
+        schema = self.schema_problem(m)
+        if schema:
+            return schema
         built = m.get("options", {})
         diffs = [f"{k}: {built.get(k)!r} -> {v!r}" for k, v in sorted(options.items()) if built.get(k) != v]
         if diffs:
@@ -206,7 +221,7 @@ class Store:
     def clear_data(self) -> None:
         """Delete the catalogue, Tantivy and vector files (not the lock): a store with no manifest is absent."""
         self.close()
-        for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS):
+        for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS, "verified.json"):
             (self.path / name).unlink(missing_ok=True)
         if self.tantivy_path.exists():
             shutil.rmtree(self.tantivy_path)
@@ -306,7 +321,8 @@ class Store:
                         holder = fh.read().strip() or "another process"
                         raise IndexBusy(
                             f"another `backstory index` is writing this index ({holder}); "
-                            "wait for it to finish or pass --wait SECONDS"
+                            "wait for it to finish or pass --wait SECONDS",
+                            holder,
                         ) from None
                     time.sleep(0.1)
             fh.seek(0)

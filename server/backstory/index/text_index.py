@@ -6,14 +6,16 @@ ranking for Reciprocal Rank Fusion, and later lanes can be added without touchin
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import tantivy
 
 from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
+from .store import StoreError
 
 LANE_FIELDS = {"diff": "diff", "message": "message", "path": "path", "symbol": "symbol"}
 # extra fields searched inside a lane at a lower boost: sibling definitions describe the file, not the change
@@ -36,6 +38,20 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("author", stored=False, tokenizer_name="raw")
     sb.add_integer_field("time", stored=False, indexed=True, fast=True)
     return sb.build()
+
+
+@contextlib.contextmanager
+def reading_tantivy() -> Iterator[None]:
+    """Tantivy's errors on damaged files — including a Rust panic, which Python sees as a ``BaseException`` — as
+    one :class:`StoreError` that names the fix. Wraps Tantivy calls only (our own ValueErrors are not damage)."""
+    try:
+        yield
+    except (ValueError, OSError, RuntimeError) as e:
+        raise StoreError(f"the Tantivy index is damaged ({e}); run `backstory index --rebuild`") from None
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":
+            raise
+        raise StoreError(f"the Tantivy index is damaged (Tantivy: {e}); run `backstory index --rebuild`") from None
 
 
 def open_index(directory: Path, *, create: bool) -> tantivy.Index:
@@ -210,16 +226,18 @@ def search_lane(
         return []
     if filters is not None:
         q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, filters)])
-    result = searcher.search(q, limit=limit + 20, count=False)
     hits: list[tuple[int, float]] = []
-    for score, addr in result.hits:
-        uid: int = searcher.doc(addr).get_first("uid")  # type: ignore[assignment]
-        hits.append((int(uid), float(score)))
+    with reading_tantivy():
+        result = searcher.search(q, limit=limit + 20, count=False)
+        for score, addr in result.hits:
+            uid: int = searcher.doc(addr).get_first("uid")  # type: ignore[assignment]
+            hits.append((int(uid), float(score)))
     hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
     return hits[:limit]
 
 
 def filter_uids(searcher: tantivy.Searcher, filters: tantivy.Query, limit: int) -> list[int]:
     """All uids passing the filters (for restricting the dense lane), up to ``limit``."""
-    result = searcher.search(filters, limit=limit, count=False)
-    return [int(searcher.doc(addr).get_first("uid") or 0) for _score, addr in result.hits]
+    with reading_tantivy():
+        result = searcher.search(filters, limit=limit, count=False)
+        return [int(searcher.doc(addr).get_first("uid") or 0) for _score, addr in result.hits]

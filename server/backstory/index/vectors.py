@@ -7,7 +7,7 @@ catalogue never claims a vector that is not on disk; vectors the catalogue does 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +43,15 @@ def load(path: Path, dim: int, *, view: bool = False) -> Index:
     return index
 
 
-def save(index: Index, path: Path) -> None:
+def save(index: Index, path: Path, before_replace: Callable[[Path], None] | None = None) -> None:
+    """Write the index to a temporary file, make it durable, call ``before_replace`` with it (the writer records
+    its stamp), then rename it into place."""
     tmp = path.with_suffix(".tmp")
     index.save(str(tmp))
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
+    if before_replace is not None:
+        before_replace(tmp)
     os.replace(tmp, path)
 
 

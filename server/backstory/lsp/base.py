@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from .constants import CONFIG_SECTION, STATUS_NOTIFICATION
 from .options import Options, parse_options
+from .protocol import BackstoryProtocol, serve
 from .state import Repos, RepoState
 
 IndexListener = Callable[["BackstoryServer", RepoState], None]
 
 
 class BackstoryServer(LanguageServer):
+    protocol: BackstoryProtocol
+
     def __init__(self) -> None:
-        super().__init__("backstory", __version__)
+        super().__init__("backstory", __version__, protocol_cls=BackstoryProtocol)
         self.options = Options()
         self.repos = Repos()
         self._reported: set[str] = set()
@@ -32,6 +38,39 @@ class BackstoryServer(LanguageServer):
         self.closing = False  # after shutdown/exit nothing may be written: the client stopped reading
         # called on the event loop after a repository's indexing run ends ready (hover prewarms its documents)
         self.index_listeners: list[IndexListener] = []
+
+    # -- transport --------------------------------------------------------------------------------------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio with the framing that survives broken messages (:mod:`.protocol`)."""
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(serve(self._stop_event, reader, self.protocol))
+        except BrokenPipeError:
+            pass  # the client is gone
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one TCP client at a time (for debugging), with the same framing as stdio."""
+        self._stop_event = stop = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await serve(stop, reader, self.protocol)
+            self.shutdown()
+
+        async def listen() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(listen())
 
     # -- reporting --------------------------------------------------------------------------------------------
 

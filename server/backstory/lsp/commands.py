@@ -59,10 +59,14 @@ def _state_for(ls: BackstoryServer, obj: dict[str, Any]) -> RepoState | None:
 
 def _options(ls: BackstoryServer, obj: dict[str, Any]) -> SearchOptions:
     k = get_int(obj, "k", ls.options.k)
+    since, until = get_str(obj, "since", required=False), get_str(obj, "until", required=False)
+    rerank = obj.get("rerank", True)
+    if not isinstance(rerank, bool):
+        raise invalid("'rerank' must be a boolean")
     try:
         filters = Filters(
-            since=parse_when(obj["since"]) if obj.get("since") else None,
-            until=parse_when(obj["until"], end_of_day=True) if obj.get("until") else None,
+            since=parse_when(since) if since else None,
+            until=parse_when(until, end_of_day=True) if until else None,
             path_glob=get_str(obj, "path", required=False),
             author=get_str(obj, "author", required=False),
             language=get_str(obj, "language", required=False),
@@ -70,7 +74,7 @@ def _options(ls: BackstoryServer, obj: dict[str, Any]) -> SearchOptions:
     except BadDate as e:
         raise invalid(str(e)) from None
     return SearchOptions(
-        k=k, filters=filters, rerank=ls.options.rerank and obj.get("rerank", True) is not False,
+        k=k, filters=filters, rerank=ls.options.rerank and rerank,
         recency_weight=ls.options.recencyWeight, second_stage=ls.options.secondStage,
         hide_reverted=obj.get("hideReverted") is True,
     )  # fmt: skip
@@ -289,6 +293,7 @@ async def status(ls: BackstoryServer, *args: Any) -> Any:
         **ls.status_payload(state),
         "hovers_cached": len(state.hover_cache),
         "definitions_ready": hover_feature.definitions_ready(state),
+        "requests_in_flight": ls.protocol.in_flight(),
     }
     return {**detail, "server": server}
 

@@ -96,7 +96,7 @@ def _model(ls: BackstoryServer, state: RepoState, rel: str, d: symbols.Definitio
 
 def _relative(state: RepoState, uri: str) -> str | None:
     try:
-        return repo_relative(state.root, uri_path(uri).resolve())
+        return repo_relative(state.root, uri_path(uri))  # resolves; a symbolic link loop is a HistoryError
     except HistoryError:
         return None
 

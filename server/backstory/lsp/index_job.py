@@ -30,10 +30,12 @@ from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
 from ..index.parallel import exit_with_parent
 from ..index.progress import Progress
-from ..index.store import RebuildNeeded, StoreError
+from ..index.store import IndexBusy, RebuildNeeded, StoreError
 
 POLL_SECONDS = 0.2
-LOCK_WAIT_SECONDS = 30.0
+# how long a run waits for another writer before the server says so and waits itself (lsp/indexing.py: it
+# retries as soon as the lock is free, so a long wait here would only hide why nothing happens)
+LOCK_WAIT_SECONDS = 2.0
 
 
 def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> None:
@@ -53,6 +55,8 @@ def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> N
         conn.send(("done", result.report, result.dense_note))
     except RebuildNeeded as e:
         conn.send(("rebuild", str(e)))
+    except IndexBusy as e:
+        conn.send(("busy", str(e), e.holder))
     except StoreError as e:
         conn.send(("store-error", str(e)))
     except HistoryError as e:
@@ -115,6 +119,8 @@ def run_index_job(
             child.join()
         receive.close()
     kind = outcome[0]
+    if kind == "busy":
+        raise IndexBusy(str(outcome[1]), str(outcome[2]))
     if kind == "done":
         report = cast(IndexReport, outcome[1])
         if cancel.is_set():
@@ -141,6 +147,6 @@ def run_index_here(
 
     result = run_index(
         root, options=options, index_dir=index_dir, dense=dense, embedder=embedder, progress=progress,
-        cancel=cancel, wait=LOCK_WAIT_SECONDS,
+        cancel=cancel, wait=LOCK_WAIT_SECONDS, verify=False,
     )  # fmt: skip
     return result.report, result.dense_note

@@ -19,7 +19,7 @@ from lsprotocol import types
 from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
 from ..index.progress import PHASES
-from ..index.store import RebuildNeeded, StoreError
+from ..index.store import IndexBusy, RebuildNeeded, StoreError
 from .constants import PROGRESS_TITLE
 from .index_job import run_index_here, run_index_job
 
@@ -61,6 +61,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         with contextlib.suppress(BaseException):
             await previous
     state.cancel.clear()
+    state.waiting_for = None
     loop = asyncio.get_running_loop()
     token = await _create_progress(ls)
     last = [0.0]
@@ -87,6 +88,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     head = state.head()
     try:
         options = BuildOptions(excludes=tuple(ls.options.exclude))
+        with contextlib.suppress(Exception):  # what the settings leave at its default follows the index, even
+            options = options.following(state.engine.manifest().get("options") or {})  # in a rebuild
 
         def build(rebuild: bool) -> tuple[IndexReport, str]:
             if not rebuild and _small_update(state, ls.options.dense):
@@ -109,6 +112,12 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
             log.info("dense phase skipped: %s", dense_note)
         message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
         state.status = {"state": "ready", "message": message}
+    except IndexBusy as e:
+        # another process (a `backstory index`, another editor's server) is writing: the watcher starts this
+        # run again as soon as the lock is free, so the index catches up without HEAD having to move
+        state.waiting_for = e.holder
+        message = f"Backstory: another process ({e.holder}) is writing this index; indexing continues when it is done"
+        state.status = {"state": "indexing", "phase": "waiting", "message": message}
     except (HistoryError, StoreError) as e:
         message = str(e)
         state.status = {"state": "error", "message": message}
@@ -122,6 +131,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         state.last_head = head  # after an error, retry only once HEAD moves again
         if token is not None and not ls.closing:
             ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        if token is not None:
+            ls.work_done_progress.tokens.pop(token, None)  # pygls keeps every token's future otherwise
         state.hover_cache.clear()
         ls.send_status(state)
         if state.status.get("state") == "ready" and not ls.closing:
@@ -164,11 +175,16 @@ def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str
 
 
 async def watch_heads(ls: BackstoryServer) -> None:
-    """Re-index a repository shortly after its HEAD moves (commit, checkout, rebase, pull)."""
+    """Re-index a repository shortly after its HEAD moves (commit, checkout, rebase, pull), or once the writer
+    that held its lock is gone (read from /proc/locks twice a second: asking never takes the lock)."""
     while True:
         await asyncio.sleep(POLL_SECONDS)
         for state in ls.repos.all():
             if state.indexing:
+                continue
+            if state.waiting_for is not None:  # lost the writer-lock race: go again once the writer is gone
+                if await asyncio.to_thread(state.engine.store.writer_pid) is None:
+                    start_indexing(ls, state)
                 continue
             head = await asyncio.to_thread(state.head)
             if head is not None and head != state.last_head:

@@ -17,9 +17,9 @@ def document_position(root: Path, uri: str, pos: types.Position) -> Position:
     """The one adapter from an LSP document position (URI, 0-based line) to the engine's structured
     :class:`Position` (repository-relative path, 1-based line); the path is resolved once, here."""
     try:
-        rel = repo_relative(root, uri_path(uri).resolve())
-    except HistoryError:
-        raise invalid(f"{uri_path(uri)} is not inside the repository {root}") from None
+        rel = repo_relative(root, uri_path(uri))
+    except HistoryError as e:  # outside the repository, or a symbolic link that loops
+        raise invalid(str(e)) from None
     return Position(rel, pos.line + 1)
 
 
@@ -41,6 +41,8 @@ def get_str(obj: dict[str, Any], key: str, *, required: bool = True) -> str | No
         return None
     if not isinstance(value, str) or not value:
         raise invalid(f"'{key}' must be a non-empty string")
+    if "\x00" in value:
+        raise invalid(f"'{key}' must not contain NUL characters")
     return value
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..history.repo import HistoryError
+from ..history.repo import HistoryError, resolve
 from ..search.engine import Engine
 from ..search.options import ModelConfig
 from .options import Options
@@ -27,6 +27,7 @@ class RepoState:
     last_head: str | None = None
     status: dict[str, Any] = field(default_factory=lambda: {"state": "starting"})
     hover_cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    waiting_for: str | None = None  # the writer that held the index's lock when our run gave up ("pid 123")
 
     @property
     def root(self) -> Path:
@@ -72,7 +73,13 @@ class Repos:
         return state
 
     def for_path(self, path: Path, options: Options) -> RepoState | None:
-        resolved = path.resolve()
+        try:
+            resolved = resolve(path)
+        except HistoryError:  # a symbolic link that loops: its directory still says which repository
+            try:
+                resolved = resolve(path.parent) / path.name
+            except HistoryError:
+                return None
         best: RepoState | None = None
         for state in self.by_key.values():
             root = state.root.resolve()

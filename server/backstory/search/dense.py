@@ -15,6 +15,7 @@ import tantivy
 
 from ..index import vectors
 from ..index.catalog import Catalog
+from ..index.integrity import REINDEX
 from ..index.store import Store
 from ..index.text_index import filter_uids
 from ..models.passages import RECIPE, file_passage
@@ -48,6 +49,7 @@ class DenseLane:
         self._lock = threading.Lock()
         self._rr_lock = threading.Lock()
         self._query_states: tuple[str, str, Any] | None = None  # (model id, query, token states) of the last rank()
+        self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
 
     # -- models -----------------------------------------------------------------------------------------------
 
@@ -96,8 +98,15 @@ class DenseLane:
         except Exception:
             return None
 
+    def problem(self) -> str | None:
+        """Why the vector file cannot serve the units the catalogue says it holds (missing, damaged), or None.
+        A ``stat`` and two catalogue reads; a copied file is read (CRC) once per process."""
+        found = self.catalog.vectors_problem(self.store.vectors_path, self._trusted)
+        return None if found is None else str(found)
+
     def coverage(self) -> float:
-        return self.catalog.dense_coverage()
+        """Share of file units the dense lane can search: 0 while the vector file is missing or damaged."""
+        return 0.0 if self.problem() is not None else self.catalog.dense_coverage()
 
     def _vector_index(self, dim: int) -> Any:
         path = self.store.vectors_path
@@ -123,8 +132,13 @@ class DenseLane:
         each commit's best file (the previous behaviour).
         """
         stamp = self.stamp()
-        if not stamp or not self.store.vectors_path.exists():
+        if not stamp:
             return None, None, None
+        problem = self.problem()
+        if problem is not None:
+            return None, None, f"dense lane off: {problem}"
+        if not self.store.vectors_path.exists():
+            return None, None, None  # nothing embedded yet
         emb = self.embedder()
         if emb is None:
             return None, None, f"dense lane off: {self._embedder_error}"
@@ -140,7 +154,7 @@ class DenseLane:
         try:
             index = self._vector_index(int(stamp["dim"]))
         except Exception as e:
-            return None, None, f"dense lane off: vector index unreadable ({e}); run `backstory index --rebuild`"
+            return None, None, f"dense lane off: the vector file is unreadable ({e}); {REINDEX}"
         qv, states = emb.embed_query_with_states(query)
         self._query_states = (emb.model_id, query, states)  # the rerank of this search reuses the pass
         if filters is not None and searcher is not None:

@@ -26,13 +26,24 @@ from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
 from ..index.graph import indexed_reachable, reachable, topo_order
-from ..index.store import SCHEMA_VERSION, IndexBusy, StoreError
-from ..index.text_index import filter_query, open_index, search_lane
+from ..index.integrity import Verified, reading_catalogue
+from ..index.store import IndexBusy, StoreError
+from ..index.text_index import filter_query, open_index, reading_tantivy, search_lane
 from . import results
 from .dense import DenseLane
 from .features import FEATURES
 from .fusion import FusedCommit, fuse
-from .options import SECOND_STAGES, TEXT_LANES, Cancelled, ModelConfig, SearchCancelled, SearchOptions
+from .health import indexer_name as _indexer
+from .health import status
+from .options import (
+    SECOND_STAGES,
+    TEXT_LANES,
+    Cancelled,
+    ModelConfig,
+    SearchCancelled,
+    SearchOptions,
+    bounded_query,
+)
 from .ordering import Ordering
 from .recency import apply_recency, calibrated, recency_factor
 
@@ -64,11 +75,6 @@ def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommi
     return top
 
 
-def _indexer(pid: int) -> str:
-    """Names the process writing the index, for hints."""
-    return f"an indexer (process {pid})" if pid > 0 else "an indexer"
-
-
 class Engine:
     def __init__(
         self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
@@ -88,22 +94,25 @@ class Engine:
         self._ignored: tuple[Any, set[str]] | None = None
         self.dense = DenseLane(self.store, self.models)
         self.ordering = Ordering(self.models.second_stage_path)
+        self.verified = Verified(self.store.path)  # Tantivy files already checked against their checksums
 
     # -- state ------------------------------------------------------------------------------------------------
 
     def _text_index(self) -> tantivy.Index:
+        """The Tantivy index at its latest commit; its files are checked first (a ``stat`` each once verified),
+        so a damaged one is a clear error rather than a panic or a wrong answer."""
         if self._index is None:
-            manifest = self.store.read_manifest()
-            if manifest.get("schema_version") != SCHEMA_VERSION:
-                raise StoreError(
-                    f"the index was built by another version (schema {manifest.get('schema_version')}); "
-                    "run `backstory index --rebuild`"
-                )
-            try:
+            schema = self.store.schema_problem()
+            if schema:
+                raise StoreError(f"{schema}; run `backstory index --rebuild`")
+        problem = self.verified.tantivy_problem(self.store.tantivy_path)
+        if problem is not None:
+            self._index = None
+            raise StoreError(str(problem))
+        with reading_tantivy():
+            if self._index is None:
                 self._index = open_index(self.store.tantivy_path, create=False)
-            except Exception as e:
-                raise StoreError(f"the Tantivy index is damaged ({e}); run `backstory index --rebuild`") from None
-        self._index.reload()
+            self._index.reload()
         return self._index
 
     def manifest(self) -> dict[str, Any]:
@@ -178,6 +187,10 @@ class Engine:
 
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
+        with reading_catalogue():
+            return self._topology_of(head)
+
+    def _topology_of(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         key = (head, self.store.get_state("indexed_at"), self._generation)
         if self._topology is None or self._topology[0] != key:
             parents = self.catalog.indexed_parents()
@@ -209,6 +222,10 @@ class Engine:
 
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
         """Index freshness for ``_meta``, the reachable indexed set (None = all), and a hint when stale."""
+        with reading_catalogue():
+            return self._freshness()
+
+    def _freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
         self._follow_rebuilds()
         try:
             head = head_sha(self.repo)
@@ -249,6 +266,8 @@ class Engine:
             hint = f"the index is {behind} commit(s) behind HEAD: " + (
                 f"{_indexer(writer)} is adding them" if writer is not None else "run `backstory index`"
             )
+        elif self.models.dense:
+            hint = self.dense.problem()  # the vector file is missing or damaged
         return info, allowed, hint
 
     # -- search -----------------------------------------------------------------------------------------------
@@ -260,12 +279,13 @@ class Engine:
         opts = opts or SearchOptions()
         if opts.second_stage not in SECOND_STAGES:
             raise ValueError(f"unknown second stage {opts.second_stage!r}; choose one of {', '.join(SECOND_STAGES)}")
+        query, cut = bounded_query(query)
         started = time.perf_counter()
-        with self._lock:
+        with self._lock, reading_catalogue():
             info, allowed, hint = self.freshness()
             meta: dict[str, Any] = {
                 "repo": str(self.root), "index": info, "lanes": [], "rerank": None, "second_stage": None, "hint": hint,
-                "warnings": [],
+                "warnings": [cut] if cut else [],
             }  # fmt: skip
             if not self.store.exists() or info.get("head") is None:
                 meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -417,36 +437,10 @@ class Engine:
         return bool(self.manifest().get("options", {}).get("no_messages"))
 
     def status(self) -> dict[str, Any]:
-        """What is indexed, what each phase still has to do, disk use per component and the next step (the
-        shape ``backstory status --json`` prints, docs/protocol.md)."""
-        info, _allowed, hint = self.freshness()
-        out: dict[str, Any] = {"repo": str(self.root), "index": info, "hint": hint}
-        behind = info.get("commits_behind_head")
-        if self.store.exists():
-            m = self.manifest()
-            units, pending_units = self.catalog.unit_count(), self.catalog.pending_units()
-            sizes = self.store.component_sizes()
-            states = self.catalog.states_bytes()
-            out.update(
-                options=m.get("options", {}),
-                dense=m.get("dense"),
-                created_at=m.get("created_at"),
-                hunks=self.catalog.hunk_count(),
-                files=units,
-                skipped_files=self.catalog.skipped_totals(),
-                size_bytes=sum(sizes.values()),
-                states_bytes=states,
-                disk={**sizes, "rerank_states": states},
-                pending={
-                    "history": (behind or 0) if behind is not None else None,
-                    "interrupted": self.catalog.pending_commits(),
-                    "merges": self.catalog.pending_merge_diffs(),
-                    "dense": pending_units,
-                },
-                embedded_files=units - pending_units,
-            )
-        out["next"] = _next_step(out)
-        return out
+        """What is indexed, what each phase still has to do, disk use per component, whether every part of the
+        store is sound, and the next step (the shape ``backstory status --json`` prints, docs/protocol.md)."""
+        with reading_catalogue():
+            return status(self)
 
     def close(self) -> None:
         """Close the catalogue and the repository's pack files (dulwich complains about open ones at exit)."""
@@ -458,26 +452,3 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _next_step(status: dict[str, Any]) -> str:
-    """The one thing to do next, in words, for ``status``."""
-    info = status["index"]
-    writer = info.get("indexer_pid")
-    if info.get("head") is None:
-        return "commit something: the repository has no commits yet"
-    if writer is not None:
-        return f"wait: {_indexer(writer)} is updating the index (search already answers from what is indexed)"
-    if "pending" not in status:
-        return "run `backstory index` to build the index"
-    pending = status["pending"]
-    todo = []
-    if pending.get("history"):
-        todo.append(f"add the {pending['history']:,} commit(s) behind HEAD")
-    if pending.get("merges"):
-        todo.append(f"diff {pending['merges']:,} merge file(s)")
-    if pending.get("dense"):
-        todo.append(f"embed {pending['dense']:,} file change(s)")
-    if todo:
-        return "run `backstory index` to " + " and ".join(todo)
-    return "nothing: the index is up to date with HEAD"

@@ -6,6 +6,7 @@ CLI, the language server) can name these types without importing the engine that
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +27,26 @@ DEFAULT_FUSION = FUSION_METHODS[0]
 DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
 SECOND_STAGES = ("learned", "blend")  # the first is the default
 Cancelled = Callable[[], bool]
+#: Characters of a query that are searched. The model reads 128 tokens (~500 characters) of it and the keyword
+#: lanes find a commit from far fewer words than this; past it the cost grows faster than the text (the second
+#: stage matches every identifier of the query in every candidate: a 164 KB query took 17.7 s and held up
+#: hovers, 4,000 characters take ~0.25 s).
+MAX_QUERY_CHARS = 4000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def bounded_query(query: str) -> tuple[str, str | None]:
+    """The part of ``query`` that is searched (cut at a word boundary before :data:`MAX_QUERY_CHARS`) and, when
+    it was cut, the warning that says so. An unpaired surrogate (a command-line argument's non-UTF-8 byte) is
+    searched as U+FFFD: the tokenizers take text only."""
+    query = _SURROGATE.sub("\ufffd", query)
+    if len(query) <= MAX_QUERY_CHARS:
+        return query, None
+    cut = query[:MAX_QUERY_CHARS]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space > MAX_QUERY_CHARS // 2:
+        cut = cut[:space]
+    return cut, f"the query was cut to its first {len(cut):,} characters (of {len(query):,}): only they are searched"
 
 
 class SearchCancelled(Exception):

@@ -10,11 +10,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..index.catalog import Catalog
 
+_UTC = dt.timezone.utc
+FIRST = dt.datetime(1, 1, 1, tzinfo=_UTC)
+LAST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_UTC)
+_FIRST_TS, _LAST_TS = int(FIRST.timestamp()), int(LAST.timestamp())
+
 
 def iso(ts: int, tz_offset: int) -> str:
-    """ISO 8601 in the author's own time zone (dulwich stores the offset in seconds east of UTC)."""
-    tz = dt.timezone(dt.timedelta(seconds=tz_offset))
-    return dt.datetime.fromtimestamp(ts, tz).isoformat()
+    """ISO 8601 in the author's own time zone (dulwich stores the offset in seconds east of UTC).
+
+    Git stores what ISO 8601 (and Python's datetime) cannot hold: an offset of ±24 h or more is given in UTC
+    (the instant stays right), and a time outside the years 1-9999 as the nearest one inside them, so every
+    reader can parse the value back."""
+    if not -86400 < tz_offset < 86400:
+        tz_offset = 0
+    if ts > _LAST_TS or ts + tz_offset > _LAST_TS:
+        return LAST.isoformat()
+    if ts < _FIRST_TS or ts + tz_offset < _FIRST_TS:
+        return FIRST.isoformat()
+    return dt.datetime.fromtimestamp(ts, dt.timezone(dt.timedelta(seconds=tz_offset))).isoformat()
 
 
 def commit_json(row: Mapping[str, Any]) -> dict[str, Any]:
