@@ -4,6 +4,7 @@ cherry-picked (by trailer, by the same patch on another branch); shown in search
 from __future__ import annotations
 
 import json
+import re
 
 from backstory.features.exact_history import symbol_history
 from backstory.features.locate import Position
@@ -126,3 +127,15 @@ def test_results_history_and_hide_reverted(repo: GitRepo) -> None:
     assert f"reverted 3 weeks later by {reverted[:7]}" in text
     data = json.loads(ok("query", "-C", str(repo.path), "retry backoff", "--json", "--no-dense", "--hide-reverted"))
     assert feature not in {h["commit"]["sha"] for h in data["results"]}
+
+
+def test_show_says_what_became_of_the_commit(repo: GitRepo) -> None:
+    repo.commit("start", {"net.py": "def fetch(url):\n    return get(url)\n"})
+    feature = repo.commit("Add a timeout", {"net.py": "def fetch(url):\n    return get(url, timeout=5)\n"})
+    reverted = revert(repo, feature, 21)
+    index(repo)
+    text = ok("show", feature[:8], "-C", str(repo.path))
+    lines = text.split("\n")
+    date = next(i for i, line in enumerate(lines) if line.startswith("Date:"))
+    assert re.fullmatch(rf"Later:  reverted [23] weeks later by {reverted[:7]}", lines[date + 1])
+    assert "Later:" not in ok("show", reverted[:8], "-C", str(repo.path))

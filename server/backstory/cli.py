@@ -463,9 +463,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from .features.show_commit import show
+    from .views.consequences import consequence_line
 
     with _engine(args) as engine:
-        sys.stdout.write(show(engine, args.sha, args.path).text)
+        sys.stdout.write(show(engine, args.sha, args.path, describe=consequence_line).text)
     return EXIT_OK
 
 

@@ -29,6 +29,7 @@ def exact_commits(
     end: int,
     limit: int | None = EXACT_LIMIT,
     head: str | None = None,
+    skipped: list[str] | None = None,
     notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Commits whose changes touched lines ``start..end`` of ``path`` at HEAD, following the range back through
@@ -41,6 +42,8 @@ def exact_commits(
     The ranges are carried from child to parent through the graph with git's line-log rules (see
     :mod:`backstory.history.linelog`); at a merge, the first parent that did not change them takes them alone,
     and a merge that changed them relative to every parent is listed itself (with no hunks: merges are not indexed).
+    Commits the project lists as formatting-only (:meth:`Engine.ignored_revisions`) are followed through but not
+    listed; their shas go to ``skipped``.
     """
     if head is None:  # callers that just asked for freshness pass HEAD instead of asking again
         info, _allowed, _hint = engine.freshness()  # first: it may reopen the store after a rebuild
@@ -67,6 +70,7 @@ def exact_commits(
             merge_shas[p] = {sha for sha, _parent in merge_rows[p]}
         return merge_rows[p]
 
+    ignored = engine.ignored_revisions()
     ranges: dict[str, dict[str, linelog.Ranges]] = {head: {path: [(start, end)]}}
     picked: list[tuple[str, list[int]]] = []
     shallow = shallow_roots(engine.repo)
@@ -132,7 +136,10 @@ def exact_commits(
             if mapped and change != "add":
                 for parent in ps:
                     carry(parent, old_path, mapped)
-        if hits:
+        if hits and sha in ignored:
+            if skipped is not None:
+                skipped.append(sha)
+        elif hits:
             picked.append((sha, hits))
     commits = catalog.commit_rows([sha for sha, _ in picked])
     hunk_rows = catalog.hunk_rows([u for _, us in picked for u in us])
@@ -215,9 +222,20 @@ def symbol_history(engine: Engine, pos: Position, source: bytes | None = None) -
     d = loc.definition
     exists = engine.has_index()
     # every commit, as the spec and git log -L do (the hover and prior art cap theirs)
+    skipped: list[str] = []
+    head = info.get("head")
     notes = meta["warnings"]
-    commits = exact_commits(engine, loc.path, d.start_line, d.end_line, None, info.get("head"), notes) if exists else []
-    return {"symbol": symbol_json(loc), "commits": commits, "message": None, "_meta": meta}
+    commits = (
+        exact_commits(engine, loc.path, d.start_line, d.end_line, None, head, skipped, notes=notes) if exists else []
+    )
+    message = None
+    if skipped:
+        n = len(skipped)
+        message = f"{n} formatting commit{'s' if n != 1 else ''} skipped (listed in the repository's ignore-revs file)"
+    return {
+        "symbol": symbol_json(loc), "commits": commits, "message": message,
+        "skipped": [{"sha": sha, "short_sha": sha[:7]} for sha in skipped], "_meta": meta,
+    }  # fmt: skip
 
 
 __all__ = ["EXACT_LIMIT", "exact_commits", "symbol_history"]

@@ -46,7 +46,7 @@ def exact_and_related(
     exact = []
     notes: list[str] = []
     if d is not None and engine.has_index():
-        exact = exact_commits(engine, loc.path, d.start_line, d.end_line, exact_limit, head, notes)
+        exact = exact_commits(engine, loc.path, d.start_line, d.end_line, exact_limit, head, notes=notes)
     seen = {e["commit"]["sha"] for e in exact}
     result = engine.search(query, dataclasses.replace(opts, k=opts.k + len(seen)))
     result["results"] = [r for r in result["results"] if r["commit"]["sha"] not in seen][: opts.k]

@@ -6,8 +6,9 @@ Also returns where each hunk header sits in that text, so editors can scroll str
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dulwich.errors import NotCommitError
 from dulwich.objects import Commit, ObjectID, Tag
@@ -20,7 +21,7 @@ from ..history.policy import PathPolicy
 from ..history.reader import read_commit
 from ..history.repo import HistoryError, commit_info, head_sha, shallow_roots
 from ..index.catalog import Catalog
-from ..search.results import iso
+from ..search.results import consequences_json, iso
 
 if TYPE_CHECKING:
     from ..search.engine import Engine
@@ -155,8 +156,15 @@ def _peel(repo: Repo, sha: str, strict: bool = True) -> str:
     return ""
 
 
-def show_commit(repo: Repo, ref: str, path: str | None = None, catalogue: Catalog | None = None) -> ShownCommit:
-    """``ref``'s header, message and diff (``path``: only that file); ``catalogue`` as in :func:`resolve_sha`."""
+def show_commit(
+    repo: Repo,
+    ref: str,
+    path: str | None = None,
+    catalogue: Catalog | None = None,
+    later: Callable[[str], list[str]] | None = None,
+) -> ShownCommit:
+    """``ref``'s header, message and diff (``path``: only that file); ``catalogue`` as in :func:`resolve_sha`;
+    ``later`` gives extra header lines for the resolved sha (what became of the commit)."""
     sha = resolve_sha(repo, ref, catalogue)
     commit = _commit(repo, sha)
     info = commit_info(commit, shallow_roots(repo))
@@ -165,6 +173,7 @@ def show_commit(repo: Repo, ref: str, path: str | None = None, catalogue: Catalo
         *([f"Merge: {' '.join(p[:7] for p in info.parents)}"] if info.is_merge else []),
         f"Author: {info.author_name} <{info.author_email}>",
         f"Date:   {iso(info.author_time, info.author_tz)}",
+        *(later(info.sha) if later is not None else []),
         "",
         *("    " + m for m in (info.subject + ("\n\n" + info.body if info.body else "")).split("\n")),
         "",
@@ -290,7 +299,22 @@ class _FunctionContext:
         return d.signature if d is not None else ""
 
 
-def show(engine: Engine, ref: str, path: str | None = None) -> ShownCommit:
+def show(
+    engine: Engine,
+    ref: str,
+    path: str | None = None,
+    describe: Callable[[list[dict[str, Any]]], str] | None = None,
+) -> ShownCommit:
     """:func:`show_commit` in ``engine``'s repository, resolving abbreviated shas through its catalogue first
-    when there is an index (``show`` works without one)."""
-    return show_commit(engine.repo, ref, path, engine.catalog if engine.has_index() else None)
+    when there is an index (``show`` works without one). With ``describe`` (a view's wording of
+    :func:`~backstory.search.results.consequences_json` items), a ``Later:`` header line says what became of
+    the commit."""
+    catalog = engine.catalog if engine.has_index() else None
+
+    def later(sha: str) -> list[str]:
+        if describe is None or catalog is None:
+            return []
+        items = consequences_json(catalog, [sha]).get(sha, [])
+        return [f"Later:  {describe(items)}"] if items else []
+
+    return show_commit(engine.repo, ref, path, catalog, later)

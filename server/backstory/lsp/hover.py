@@ -36,6 +36,7 @@ from ..history.repo import HistoryError, repo_relative
 from ..search.options import TEXT_LANES, SearchOptions
 from ..symbols.cursor import utf16_to_byte_column
 from ..views.age import age_of
+from ..views.consequences import consequence_line
 from . import constants as C
 from .base import BackstoryServer
 from .params import uri_path
@@ -169,6 +170,9 @@ def render_markdown(model: dict[str, Any], links: bool, here: str | None = None,
     if partial:
         out += [f"_Partial: {_escape(partial)}_", ""]
     commits = model["commits"]
+    fate = [c for c in (commits[0].get("consequences") or []) if c["kind"] in ("reverted", "fixed")] if commits else []
+    if fate:  # what became of the newest change matters before touching the code again
+        out += [f"_Its last change was {_escape(consequence_line(fate))}._", ""]
     if commits:
         out += [_row(e, now, links, origin, with_path=False) for e in commits]
         if total > len(commits):

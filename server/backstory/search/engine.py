@@ -18,6 +18,7 @@ from typing import Any
 
 import tantivy
 
+from ..history.ignore_revs import ignore_files, read_ignore_revs
 from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
 from ..index import merge_diffs
 from ..index.analyzer import query_terms
@@ -90,6 +91,7 @@ class Engine:
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
         self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
+        self._ignored: tuple[Any, set[str]] | None = None
         self.dense = DenseLane(self.store, self.models)
         self.ordering = Ordering(self.models.second_stage_path)
         self.verified = Verified(self.store.path)  # Tantivy files already checked against their checksums
@@ -133,6 +135,18 @@ class Engine:
     def embedder(self) -> Any:
         """The embedding model queries use (loaded on first call), or None when it is unavailable."""
         return self.dense.embedder()
+
+    def ignored_revisions(self) -> set[str]:
+        """Commits exact history skips (``.git-blame-ignore-revs`` / ``blame.ignoreRevsFile``), abbreviations
+        resolved through the catalogue; re-read when the files change."""
+        files = ignore_files(self.repo, self.root)
+        key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+        if self._ignored is None or self._ignored[0] != key:
+            revs: set[str] = set()
+            for rev in read_ignore_revs(files):
+                revs.update([rev] if len(rev) == 40 else self.catalog.shas_with_prefix(rev, limit=2)[:1])
+            self._ignored = (key, revs)
+        return self._ignored[1]
 
     def writer_busy(self) -> bool:
         """Whether another process is writing this index (holds its write lock; checked by taking the lock and

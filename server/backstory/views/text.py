@@ -232,6 +232,9 @@ def print_history(result: dict[str, Any], out: TextIO, *, hunks: bool = False, c
         + "\n"
     )
     _commits(result["commits"], out, st, hunks, why=None)
+    if result.get("skipped"):
+        shas = ", ".join(x["short_sha"] for x in result["skipped"])
+        out.write(st.dim(f"{result.get('message')}: {shas}") + "\n")
     for line in notes(result.get("_meta", {}), dense_expected=False):
         out.write(st.warn(line) + "\n")
 
