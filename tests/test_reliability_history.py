@@ -99,3 +99,25 @@ def test_shallow_boundary_commit_is_not_an_exact_change_to_every_symbol(tmp_path
     assert "shallow" in (history["_meta"].get("hint") or "") + " ".join(history["_meta"]["warnings"])
     beta = json.loads(_ok(cli("history", "mod.py:5", "--json", "-C", str(clone))))
     assert [c["commit"]["subject"] for c in beta["commits"]] == ["Change beta"]
+
+
+def test_a_deepened_shallow_clone_is_indexed_past_its_old_boundary(tmp_path: Path) -> None:
+    """The boundary commit was stored as a root (its diff against nothing); after `git fetch --unshallow` the
+    next run indexes it again with its real parents, and the history behind it."""
+    origin = GitRepo(tmp_path / "origin")
+    body = "def alpha():\n    return {}\n\n\ndef beta():\n    return {}\n"
+    for i in range(1, 6):
+        origin.commit(f"Change {i}", {"mod.py": body.format(i, 0), "other.py": f"x = {i}\n"})
+    origin.commit("Change beta", {"mod.py": body.format(5, 1)})
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "2", origin.path.as_uri(), str(clone)], check=True)
+    _ok(cli("index", str(clone), "--no-dense"))
+    subprocess.run(["git", "-C", str(clone), "fetch", "-q", "--unshallow"], check=True)
+    _ok(cli("index", str(clone), "--no-dense"))
+    status = json.loads(_ok(cli("status", "--json", "-C", str(clone))))
+    assert status["index"]["indexed_commits"] == 6 and status["index"]["commits_behind_head"] == 0
+    history = json.loads(_ok(cli("history", "mod.py:1", "--json", "-C", str(clone))))
+    subjects = [c["commit"]["subject"] for c in history["commits"]]
+    assert sorted(subjects) == ["Change 1", "Change 2", "Change 3", "Change 4", "Change 5"], subjects
+    changes = {c["commit"]["subject"]: [h["change"] for h in c["hunks"]] for c in history["commits"]}
+    assert changes["Change 5"] == ["modify"] and not history["_meta"]["warnings"]  # no longer an "add"

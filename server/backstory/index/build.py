@@ -22,7 +22,7 @@ from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import integrity, merge_diffs, relations
-from .graph import reachable
+from .graph import deepened, reachable
 from .parallel import read_all
 from .progress import Progress
 from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
@@ -182,7 +182,8 @@ def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> Ind
 
 
 def _update(repo, store, index, head, options, policy, report, progress, cancel) -> None:  # type: ignore[no-untyped-def]
-    graph = reachable(store, repo, head)
+    again = deepened(store, repo)  # a shallow clone's old boundary, deepened since: indexed again, with its parents
+    graph = reachable(store, repo, head, forget=again)
     known = {r[0]: r[1] for r in store.db.execute("SELECT sha, state FROM commits")}
     relations.ensure(store.db)
     if store.get_state("relations") != relations.VERSION:  # an index made before relations were recorded
@@ -191,7 +192,9 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             store.set_state(db, "relations", relations.VERSION)
     writer = index.writer(heap_size=96_000_000, num_threads=1)
     try:
-        stale = [sha for sha in known if sha not in graph.reachable]
+        stale = [sha for sha in known if sha not in graph.reachable or sha in again]
+        for sha in again:
+            known.pop(sha, None)
         todo = [c for c in graph.ordered if known.get(c.sha) != "indexed"]
         if stale or todo:
             # the catalogue is about to change: until this run completes, no head may be taken as "everything

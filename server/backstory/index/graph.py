@@ -24,9 +24,11 @@ class Graph:
     ordered: list[CommitInfo]  # commits reachable from HEAD that are not indexed yet, newest first
 
 
-def reachable(store: Store, repo: Repo, head: str) -> Graph:
+def reachable(store: Store, repo: Repo, head: str, forget: frozenset[str] = frozenset()) -> Graph:
+    """What is reachable from ``head``; indexed commits are followed through their stored parents (those in
+    ``forget`` through git's, and counted as new)."""
     rows = store.db.execute("SELECT sha, parents FROM commits WHERE state='indexed'").fetchall()
-    known = {r[0]: r[1] for r in rows}
+    known = {r[0]: r[1] for r in rows if r[0] not in forget}
     shallow = shallow_roots(repo)
     seen: set[str] = set()
     new: list[CommitInfo] = []
@@ -51,6 +53,24 @@ def reachable(store: Store, repo: Repo, head: str) -> Graph:
         stack.extend(info.parents)
     new.sort(key=lambda c: (-c.commit_time, -c.author_time, c.sha))
     return Graph(head=head, reachable=seen, ordered=new)
+
+
+def deepened(store: Store, repo: Repo) -> frozenset[str]:
+    """Commits indexed as roots that have parents now: the boundary of a shallow clone that was deepened or
+    unshallowed since. Their stored diff is against nothing and their stored parents end the walk, so the
+    writer indexes them again (and the history behind them). Roots are few: one query, a lookup each."""
+    shallow = shallow_roots(repo)
+    out = set()
+    for (sha,) in store.db.execute("SELECT sha FROM commits WHERE parents='[]' AND state='indexed'"):
+        if sha in shallow:
+            continue
+        try:
+            obj = repo[sha.encode("ascii")]
+        except KeyError:
+            continue
+        if isinstance(obj, Commit) and obj.parents:
+            out.add(sha)
+    return frozenset(out)
 
 
 def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | None, int]:
