@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 REPORT_EVERY = 0.25
-SMALL_UPDATE_COMMITS = 50  # up to this many new commits (and file units to embed) are indexed in the server
-SMALL_UPDATE_UNITS = 300
 
 
 def start_indexing(ls: BackstoryServer, state: RepoState, rebuild: bool = False) -> bool:
@@ -141,25 +139,8 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
 
 
 def _small_update(state: RepoState, dense: bool) -> bool:
-    """A few new commits on an existing index: cheaper in this process than in a freshly spawned child.
-
-    Not when the index's vectors come from another model (a backstory upgrade with new weights, another
-    configured model): every file unit is then embedded again, as big a job as a first index, and the memory it
-    takes would stay with the server (measured on Flask: 455 MB after re-embedding 9,111 units in the server,
-    276 MB when the same work ran in the child). Runs off the event loop, so loading the model here is fine;
-    the in-process path needs it next anyway.
-    """
-    engine = state.engine
-    try:
-        if not engine.has_index():
-            return False
-        info, _allowed, _hint = engine.freshness()
-        behind = info.get("commits_behind_head")
-        if not (isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS):
-            return False
-        return engine.pending_units() <= SMALL_UPDATE_UNITS and (not dense or engine.vectors_current())
-    except Exception:
-        return False
+    """A few new commits on an existing, current index: run in the server (see Engine.small_update_due)."""
+    return state.engine.small_update_due(dense)
 
 
 def _report(ls: BackstoryServer, state: RepoState, token: str | None, phase: str, done: int, total: int) -> None:

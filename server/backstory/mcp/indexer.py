@@ -37,8 +37,6 @@ POLL_SECONDS = 1.0
 LOCK_RETRY_SECONDS = 2.0
 FRESH_WAIT_SECONDS = 30.0  # a bound for pathological cases: a small update takes about a second
 FRESH_WAIT_COMMITS = 300  # a first index this close to done is waited for (a few seconds of history phase)
-SMALL_UPDATE_COMMITS = 50  # = lsp.indexing: up to this many new commits (and file units) are indexed here
-SMALL_UPDATE_UNITS = 300
 
 
 async def in_thread(fn: Callable[[], T]) -> T:
@@ -216,21 +214,10 @@ class Indexer:
         )  # fmt: skip
 
     def _small_update(self) -> bool:
-        """A few new commits on an existing, current index: cheaper here than in a spawned child (the same
-        rule as the language server's, see ``lsp/indexing.py``)."""
-        engine = self.engine
-        try:
-            with self.lock:
-                if not engine.has_index():
-                    return False
-                info, _allowed, _hint = engine.freshness()
-                behind = info.get("commits_behind_head")
-                if not (isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS):
-                    return False
-                current = not self.dense or engine.vectors_current()
-                return engine.pending_units() <= SMALL_UPDATE_UNITS and current
-        except Exception:
-            return False
+        """A few new commits on an existing, current index: cheaper here than in a spawned child (the language
+        server's rule, :meth:`Engine.small_update_due`)."""
+        with self.lock:
+            return self.engine.small_update_due(self.dense)
 
     # -- for the tools ----------------------------------------------------------------------------------------
 

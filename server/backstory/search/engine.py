@@ -75,6 +75,10 @@ def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommi
     return top
 
 
+SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due
+SMALL_UPDATE_UNITS = 300
+
+
 class Engine:
     def __init__(
         self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
@@ -147,6 +151,24 @@ class Engine:
                 revs.update([rev] if len(rev) == 40 else self.catalog.shas_with_prefix(rev, limit=2)[:1])
             self._ignored = (key, revs)
         return self._ignored[1]
+
+    def small_update_due(self, dense: bool) -> bool:
+        """Whether bringing the index to HEAD is a small update: a few new commits (and file units to embed) on
+        an existing index whose vectors this engine's model made. Views that index in the background (the
+        language server, the MCP server) run such an update in their own process, anything bigger in a spawned
+        child: spawning costs about a second, while a re-embed after a model change is as big as a first
+        index and its memory would stay with the long-lived process (Flask: 455 MB in the server, 276 MB
+        when the child did it)."""
+        try:
+            if not self.has_index():
+                return False
+            info, _allowed, _hint = self.freshness()
+            behind = info.get("commits_behind_head")
+            if not (isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS):
+                return False
+            return self.pending_units() <= SMALL_UPDATE_UNITS and (not dense or self.vectors_current())
+        except Exception:
+            return False
 
     def writer_busy(self) -> bool:
         """Whether another process is writing this index (holds its write lock; checked by taking the lock and
