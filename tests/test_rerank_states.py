@@ -19,67 +19,8 @@ from backstory.models import Embedder, MaxSimReranker, resolve_model
 from backstory.models.states import COMPONENTS, MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
-from gitrepo import GitRepo, fast_import, kill_dense_phase
-
-WORDS = (
-    "request",
-    "response",
-    "session",
-    "cookie",
-    "header",
-    "token",
-    "parse",
-    "render",
-    "template",
-    "route",
-    "handler",
-    "config",
-    "loader",
-    "signal",
-    "context",
-    "stream",
-    "buffer",
-    "encode",
-    "decode",
-    "retry",
-    "timeout",
-    "cache",
-    "expire",
-    "secret",
-    "sign",
-    "verify",
-    "json",
-    "form",
-    "upload",
-    "field",
-    "error",
-    "debug",
-    "logger",
-    "path",
-    "blueprint",
-    "static",
-    "redirect",
-    "abort",
-    "status",
-    "method",
-    "query",
-    "argument",
-    "default",
-    "value",
-)
-
-
-def rich_history(path: Path, n: int) -> None:
-    """``n`` commits, each adding one Python file whose docstring has 30 distinct words (git fast-import), so
-    that a few hundred units carry enough distinct tokens to fit a codec on."""
-
-    def commit(i: int) -> tuple[str, str, bytes, str]:
-        doc = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(30))
-        data = f'def func_{i}(value):\n    """{doc}"""\n    return value * {i}\n'.encode()
-        return "Dev <dev@example.com>", f"pkg/mod_{i}.py", data, f"Change {i}\n"
-
-    fast_import(path, (commit(i) for i in range(1, n + 1)))
-
+from gitrepo import GitRepo, kill_dense_phase
+from trials import WORDS, wordy_history
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -171,7 +112,7 @@ def test_content_only_states_drop_punctuation(embedder: Embedder) -> None:
 
 def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "big"
-    rich_history(path, 240)
+    wordy_history(path, 240)
     index_repository(path)
     assert _embed(path, embedder) == 240
     store = store_for(open_repo(path))
@@ -273,7 +214,7 @@ def test_small_history_embeds_each_unit_once_and_backfills_states_later(tmp_path
 
 def test_index_from_before_stored_states_is_embedded_again(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "old"
-    rich_history(path, 120)
+    wordy_history(path, 120)
     index_repository(path)
     _embed(path, embedder)
     store = store_for(open_repo(path))
@@ -309,7 +250,7 @@ def test_purged_units_lose_their_states(tmp_path: Path, embedder: Embedder) -> N
 
 def test_dense_phase_killed_leaves_states_for_every_claimed_unit(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "kill"
-    rich_history(path, 400)
+    wordy_history(path, 400)
     index_repository(path)
     store = store_for(open_repo(path))
     done = kill_dense_phase(path, 128)
