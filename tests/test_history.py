@@ -9,8 +9,9 @@ import pytest
 
 from backstory.history.diff import diff_hunks
 from backstory.history.policy import PathPolicy
-from backstory.history.reader import caching_store, read_commit
-from backstory.history.repo import EmptyRepository, HistoryError, head_sha, open_repo, walk
+from backstory.history.libgit import walk
+from backstory.history.reader import read_commit, reading
+from backstory.history.repo import EmptyRepository, HistoryError, head_sha, open_repo
 from backstory.index import parallel
 from backstory.symbols import definitions_touching, extract_definitions, supported_languages, versions
 from gitrepo import GitRepo
@@ -306,7 +307,7 @@ def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, 
     monkeypatch.setattr(versions, "GAP", 0)  # in this process: carry over as many definitions as possible
     for n_workers in ("1", "2"):
         monkeypatch.setenv("BACKSTORY_WORKERS", n_workers)
-        caching_store(r).versions.stats.clear()
+        reading(r).versions.stats.clear()
         got = {
             (cd.commit.sha, fd.path): _attribution(fd)
             for cd in parallel.read_all(r, todo, PathPolicy(), True)
@@ -315,6 +316,6 @@ def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, 
         }
         assert got == reference
         if n_workers == "1":  # the incremental paths ran (the workers' caches are in other processes)
-            stats = caching_store(r).versions.stats
+            stats = reading(r).versions.stats
             assert stats["carried"] > 20 and stats["kept"] > stats["matched"], stats
             assert stats["successor"] > 0  # a parent's version was parsed from the merge's version

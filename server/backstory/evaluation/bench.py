@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..history.repo import head_sha, open_repo, walk
+from ..history.libgit import walk
+from ..history.repo import head_sha, open_repo
 from ..index.build import BuildOptions, index_repository
 
 

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..history.repo import head_sha, open_repo, walk
+from ..history.libgit import walk
+from ..history.repo import head_sha, open_repo
 from ..index.build import BuildOptions, index_repository
 from ..search.engine import Engine
 from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions

@@ -14,9 +14,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..history.libgit import walk
 from ..history.model import CommitDiff, FileDiff
 from ..history.reader import read_commit
-from ..history.repo import HistoryError, commit_info, head_sha, walk
+from ..history.repo import HistoryError, commit_info, head_sha
 from ..history.worktree import worktree_changes
 from ..models.passages import changed_lines
 from .show_commit import resolve_sha

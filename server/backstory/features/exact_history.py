@@ -173,13 +173,15 @@ def _through_merge(
     history and each parent gets its mapped ranges. The diffs were stored at index time (merge_diffs.py); a
     merge indexed without them, or not indexed yet, is diffed now."""
     candidates: list[tuple[str, list[tuple[str, linelog.Ranges]]]] = []
-    for parent in parents:
+    for i, parent in enumerate(parents):
         mapped: list[tuple[str, linelog.Ranges]] = []
         changed = False
         for p, spans in current.items():
             stored = merge_changes(p)
             key = (merge, parent)
-            if indexed and key not in stored:
+            # a row is stored only when the file differs from this parent and every earlier one (`read_merge`):
+            # no row behind parents that all differ means identical; behind an identical one, nothing is known
+            if indexed and key not in stored and all((merge, q) in stored for q in parents[:i]):
                 mapped.append((p, spans))  # the file is identical in the merge and this parent
                 continue
             ops = stored.get(key) if indexed else None

@@ -1,4 +1,4 @@
-"""Turn one commit into file diffs and hunks (dulwich only, no git binary).
+"""Turn one commit into file diffs and hunks (libgit2 for trees, blobs and line diffs; no git binary).
 
 Non-merge commits are diffed against their parent (root commits against the empty tree) with rename detection;
 merges are recorded by the caller but not diffed, so their changes are never indexed twice.
@@ -8,79 +8,48 @@ from __future__ import annotations
 
 import stat
 from bisect import bisect_left
-from collections import Counter, OrderedDict
-from typing import Any
+from collections import Counter
 
-from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, CHANGE_RENAME, tree_changes
-from dulwich.objects import Commit
+from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, CHANGE_RENAME
 from dulwich.repo import Repo
 
 from .. import symbols
 from ..symbols.extract import Row
 from ..symbols.versions import VersionCache
+from . import libgit
 from .diff import diff_hunks, diff_ops
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
 from .policy import PathPolicy
 from .renames import detect_renames
 
 MAX_SIBLINGS = 60
-CACHE_OBJECTS = 4096
 
 
-class CachingStore:
-    """An LRU cache in front of dulwich's object store.
+class Reading:
+    """What reading one repository's history keeps between commits: the libgit2 handle, recent blobs (walking
+    newest first, a commit's old blob is often the next commit's new one) and parsed file versions
+    (``versions`` parses a file's old version incrementally from its new one)."""
 
-    Walking history newest first, a commit's parent tree and old blobs are the next commit's tree and new blobs,
-    so most objects are needed twice in a row; caching halves pack reads. ``versions`` does the same for parsed
-    file versions, and parses a file's old version incrementally from its new one.
-    """
-
-    def __init__(self, store: Any, size: int = CACHE_OBJECTS) -> None:
-        self._store = store
-        self._size = size
-        self._cache: OrderedDict[bytes, Any] = OrderedDict()
+    def __init__(self, repo: Repo) -> None:
+        self.git = libgit.of(repo)
+        self.blobs = libgit.BlobCache(self.git)
         self.versions = VersionCache()
 
-    def __getitem__(self, sha: bytes) -> Any:
-        obj = self._cache.get(sha)
-        if obj is not None:
-            self._cache.move_to_end(sha)
-            return obj
-        obj = self._store[sha]
-        self._cache[sha] = obj
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
-        return obj
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+_READINGS: dict[int, Reading] = {}
 
 
-_STORES: dict[int, CachingStore] = {}
-
-
-def caching_store(repo: Repo) -> CachingStore:
-    """One cache per open repository object (cheap to look up on every commit)."""
-    store = _STORES.get(id(repo))
-    if store is None or store._store is not repo.object_store:
-        _STORES.clear()
-        store = _STORES[id(repo)] = CachingStore(repo.object_store)
-    return store
+def reading(repo: Repo) -> Reading:
+    """One state per open repository object (cheap to look up on every commit)."""
+    state = _READINGS.get(id(repo))
+    if state is None or state.git is not libgit.of(repo):
+        _READINGS.clear()
+        state = _READINGS[id(repo)] = Reading(repo)
+    return state
 
 
 def _is_gitlink(mode: int | None) -> bool:
     return mode is not None and stat.S_ISDIR(mode) is False and (mode & 0o170000) == 0o160000
-
-
-def _blob(store: CachingStore, sha: bytes | None) -> bytes | None:
-    """The blob's bytes; b"" for no side; None when the object is missing (partial clone, broken repo)."""
-    if sha is None:
-        return b""
-    try:
-        data: bytes = store[sha].as_raw_string()
-    except KeyError:
-        return None
-    return data
 
 
 def _decode_path(raw: bytes | None) -> str:
@@ -101,22 +70,16 @@ def read_commit(
     files are counted by reason, never raised. ``only_path`` diffs just the file at (or renamed from) that path
     (``backstory show --path``); renames are still detected over the whole commit."""
     skipped: Counter[str] = Counter()
-    store = caching_store(repo)
-    commit = store[info.sha.encode("ascii")]
-    assert isinstance(commit, Commit)
+    state = reading(repo)
+    commit = libgit.commit(state.git, info.sha)
+    if commit is None:
+        raise KeyError(info.sha)
     parent_tree = None
     if len(info.parents) > parent_index:
-        try:
-            parent = store[info.parents[parent_index].encode("ascii")]
-            assert isinstance(parent, Commit)
-            parent_tree = parent.tree
-        except KeyError:
-            parent_tree = None
+        parent = libgit.commit(state.git, info.parents[parent_index])
+        parent_tree = parent.tree if parent is not None else None
     files: list[FileDiff] = []
-    changes = detect_renames(
-        list(tree_changes(store, parent_tree, commit.tree)),  # type: ignore[arg-type]
-        lambda sha: _blob(store, sha),
-    )
+    changes = detect_renames(libgit.tree_changes(parent_tree, commit.tree), state.blobs.get)
     for change in changes:
         old, new = change.old, change.new
         old_path = _decode_path(old.path if old else None)
@@ -131,8 +94,8 @@ def read_commit(
         if reason:
             skipped[reason] += 1
             continue
-        old_blob = _blob(store, old.sha if old else None)
-        new_blob = _blob(store, new.sha if new else None)
+        old_blob = state.blobs.get(old.sha if old else None)
+        new_blob = state.blobs.get(new.sha if new else None)
         if old_blob is None or new_blob is None:
             skipped["missing_object"] += 1
             continue
@@ -160,7 +123,7 @@ def read_commit(
             hunks=hunks,
         )
         if with_symbols and fd.language in symbols.supported_languages():
-            _attribute_symbols(fd, store, (old.sha if old else None, old_data), (new.sha if new else None, new_data))
+            _attribute_symbols(fd, state, (old.sha if old else None, old_data), (new.sha if new else None, new_data))
         files.append(fd)
     return CommitDiff(commit=info, files=files, skipped=dict(skipped))
 
@@ -169,30 +132,46 @@ def read_merge(repo: Repo, info: CommitInfo, *, with_symbols: bool = False) -> C
     """A merge is not diffed for search, but symbol history needs to know which source files it changes
     relative to each parent (to carry line ranges through it); only paths in parsable languages are listed.
 
+    Like git's line-log, a walk through a merge compares a file with the parents in order and stops at the
+    first one it is identical in, so (parent *i*, path) is listed only when the path differs from every parent
+    before *i* as well: only the first parent is diffed, the others are asked for just those paths. A topic
+    merge in git/git differs from its second parent in thousands of files that its first parent already has.
+
     With symbols, each parent's version of such a file is noted as parsable from the merge's version, which
     was (or will soon be) parsed as the old side of a later commit: when an earlier commit asks for the parent's
     version, it is parsed incrementally instead of from scratch (see `symbols.versions`)."""
-    store = caching_store(repo)
-    commit = store[info.sha.encode("ascii")]
+    state = reading(repo)
+    commit = libgit.commit(state.git, info.sha)
+    if commit is None:
+        raise KeyError(info.sha)
     paths: list[tuple[str, str]] = []
     supported = symbols.supported_languages()
-    for parent in info.parents:
-        try:
-            parent_tree = store[parent.encode("ascii")].tree
-        except KeyError:
+    differing: dict[str, tuple[str, int] | None] | None = None  # path -> the merge's (id, mode), differing so far
+    for parent_sha in info.parents:
+        parent = libgit.commit(state.git, parent_sha)
+        if parent is None:
             continue
-        for change in tree_changes(store, parent_tree, commit.tree):  # type: ignore[arg-type]
-            raw = change.new.path if change.new and change.new.path else change.old.path if change.old else None
-            path = _decode_path(raw)
-            language = symbols.language_for_path(path) if path else None
-            if language in supported:
-                paths.append((parent, path))
-                if with_symbols and change.old and change.old.sha and change.new and change.new.sha:
-                    store.versions.note_successor((change.old.sha, language), (change.new.sha, language))
+        if differing is None:
+            differing = {}
+            for change in libgit.tree_changes(parent.tree, commit.tree):
+                path = _decode_path(change.new.path if change.new else change.old.path if change.old else None)
+                language = symbols.language_for_path(path) if path else None
+                if language not in supported:
+                    continue
+                differing[path] = (change.new.sha.decode("ascii"), change.new.mode) if change.new else None
+                paths.append((parent_sha, path))
+                if with_symbols and change.old and change.new:
+                    state.versions.note_successor((change.old.sha, language), (change.new.sha, language))
+            continue
+        for path, mine in list(differing.items()):
+            if libgit.entry_id(parent.tree, path) == mine:
+                del differing[path]  # identical in this parent: a walk never reaches the later ones
+            else:
+                paths.append((parent_sha, path))
     return CommitDiff(commit=info, files=[], merge_paths=paths)
 
 
-def _rows(store: CachingStore, key: tuple[bytes | None, str], data: bytes) -> list[Row] | None:
+def _rows(store: Reading, key: tuple[bytes | None, str], data: bytes) -> list[Row] | None:
     """A version's definitions; parsed incrementally from a merge's version of the file when one is noted."""
     versions = store.versions
     later = versions.take_successor(key)
@@ -221,7 +200,7 @@ def _touching(rows: list[Row], lines: list[int], seen: dict[tuple[str, str], Sym
 
 
 def _attribute_symbols(
-    fd: FileDiff, store: CachingStore, old: tuple[bytes | None, bytes], new: tuple[bytes | None, bytes]
+    fd: FileDiff, store: Reading, old: tuple[bytes | None, bytes], new: tuple[bytes | None, bytes]
 ) -> None:
     """Attach to each hunk the definitions its changed lines fall in (post-image for +, pre-image for -)."""
     language = fd.language

@@ -9,7 +9,6 @@ from __future__ import annotations
 import codecs
 import errno
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 from dulwich.errors import NotGitRepository
@@ -136,35 +135,6 @@ def commit_info(commit: Commit, shallow: set[str] | None = None) -> CommitInfo:
         commit_time=int(commit.commit_time),
         commit_tz=int(commit.commit_timezone),
     )
-
-
-def walk(repo: Repo, head: str, stop: set[str] | None = None) -> Iterator[CommitInfo]:
-    """Commits reachable from ``head``, newest first, not descending below any commit in ``stop``.
-
-    A plain stack walk over parents (not dulwich's date-ordered walker) so that it can stop early at known
-    commits, which makes "what is new since the last run" cost proportional to the new commits.
-    """
-    stop = stop or set()
-    shallow = shallow_roots(repo)
-    seen: set[str] = set()
-    pending = [head]
-    found: list[CommitInfo] = []
-    while pending:
-        sha = pending.pop()
-        if sha in seen or sha in stop:
-            continue
-        seen.add(sha)
-        try:
-            obj = repo[sha.encode("ascii")]
-        except KeyError:
-            continue  # missing object (shallow or partial clone): history ends here
-        if not isinstance(obj, Commit):
-            continue
-        info = commit_info(obj, shallow)
-        found.append(info)
-        pending.extend(info.parents)
-    found.sort(key=lambda c: (-c.commit_time, c.sha))
-    yield from found
 
 
 def read_head_file(repo: Repo, head: str, name: str) -> str:

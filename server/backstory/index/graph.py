@@ -1,4 +1,4 @@
-"""Reachability from HEAD, using the catalogue's parent lists and dulwich only for commits it does not know.
+"""Reachability from HEAD, using the catalogue's parent lists and git (libgit2) only for commits it does not know.
 
 Search must never show a commit that a rebase, amend or reset made unreachable, and indexing must know which
 commits are new; both come from one walk that costs a dictionary lookup per known commit.
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
+from ..history import libgit
 from ..history.model import CommitInfo
-from ..history.repo import commit_info, shallow_roots
+from ..history.repo import shallow_roots
 from .store import Store
 
 
@@ -30,6 +31,7 @@ def reachable(store: Store, repo: Repo, head: str, forget: frozenset[str] = froz
     rows = store.db.execute("SELECT sha, parents FROM commits WHERE state='indexed'").fetchall()
     known = {r[0]: r[1] for r in rows if r[0] not in forget}
     shallow = shallow_roots(repo)
+    git = libgit.of(repo)
     seen: set[str] = set()
     new: list[CommitInfo] = []
     stack = [head]
@@ -42,13 +44,10 @@ def reachable(store: Store, repo: Repo, head: str, forget: frozenset[str] = froz
         if parents_json is not None:
             stack.extend(json.loads(parents_json))
             continue
-        try:
-            obj = repo[sha.encode("ascii")]
-        except KeyError:
+        obj = libgit.commit(git, sha)
+        if obj is None:
             continue  # beyond a shallow boundary or a missing object
-        if not isinstance(obj, Commit):
-            continue
-        info = commit_info(obj, shallow)
+        info = libgit.info(obj, shallow)
         new.append(info)
         stack.extend(info.parents)
     new.sort(key=lambda c: (-c.commit_time, -c.author_time, c.sha))

@@ -11,8 +11,6 @@ instead of milliseconds in dulwich, which stays the reader of everything else.
 
 from __future__ import annotations
 
-import functools
-import json
 import threading
 from collections.abc import Sequence
 
@@ -21,6 +19,7 @@ from pygit2.enums import DeltaStatus
 
 from ..history import renames
 from ..history.diff import changes_of_blobs
+from ..history.libgit import open_repository
 from ..history.linelog import Block
 from .progress import Progress
 from .store import Store
@@ -28,14 +27,9 @@ from .store import Store
 RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
 ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
 UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fall back to a diff on the fly
-NOT_NEEDED = "-"  # an earlier parent has the path unchanged: git's walk never compares with this parent
+NOT_NEEDED = "-"  # (written by older versions) an earlier parent has the path unchanged: never compared
 CHUNK = 500
 BLOB_CACHE_LIMIT = 1 << 20
-
-
-@functools.lru_cache(maxsize=8)
-def open_repository(git_dir: str) -> pygit2.Repository:
-    return pygit2.Repository(git_dir)
 
 
 def encode(blocks: Sequence[Block]) -> str:
@@ -127,26 +121,14 @@ def fill(
 ) -> int:
     """Compute the blocks of every merge path that has none yet (incremental); returns how many were computed.
 
-    Only rows a history walk can reach are diffed: a merge's diff against parent *i* is read only when every
-    earlier parent's diff touched the ranges, so a row whose path is identical in an earlier parent (no row
-    there) is marked NOT_NEEDED instead (two thirds of Flask's rows). ``progress`` gets ("merges", rows done,
-    rows) after each chunk."""
-    rows = store.db.execute(
-        "SELECT m.rowid, m.sha, m.parent, m.path, c.parents FROM merge_paths m JOIN commits c ON c.sha = m.sha "
-        "WHERE m.ops IS NULL"
-    ).fetchall()
+    The reader lists (merge, parent, path) only where a history walk can reach it (the path differs from every
+    earlier parent too: `history.reader.read_merge`), so every listed row is diffed. ``progress`` gets
+    ("merges", rows done, rows) after each chunk."""
+    rows = store.db.execute("SELECT rowid, sha, parent, path FROM merge_paths WHERE ops IS NULL").fetchall()
     if not rows:
         return 0
-    changed = {
-        (r[0], r[1], r[2])
-        for r in store.db.execute(
-            "SELECT sha, parent, path FROM merge_paths "
-            "WHERE sha IN (SELECT DISTINCT sha FROM merge_paths WHERE ops IS NULL)"
-        )
-    }
     repo = open_repository(git_dir)
     done = 0
-    parents_of: dict[str, list[str]] = {}
     # a merge's blob is often the next merge's parent blob: let libgit2 keep blobs (it caches none by default);
     # measured on Flask: 1.2-1.45 s of CPU instead of 1.8-1.9 s
     pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, BLOB_CACHE_LIMIT)
@@ -154,17 +136,8 @@ def fill(
         for i in range(0, len(rows), CHUNK):
             if cancel is not None and cancel.is_set():
                 break
-            out = []
-            for rowid, sha, parent, path, parents_json in rows[i : i + CHUNK]:
-                parents = parents_of.get(sha)
-                if parents is None:
-                    parents = parents_of[sha] = json.loads(parents_json)
-                earlier = parents[: parents.index(parent)] if parent in parents else []
-                if all((sha, p, path) in changed for p in earlier):
-                    out.append((merge_blocks(repo, sha, parent, path), rowid))
-                    done += 1
-                else:
-                    out.append((NOT_NEEDED, rowid))
+            out = [(merge_blocks(repo, sha, parent, path), rowid) for rowid, sha, parent, path in rows[i : i + CHUNK]]
+            done += len(out)
             with store.transaction() as db:
                 db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", out)
             if progress is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import tantivy
 
+from ..history import libgit
 from ..history.ignore_revs import ignore_files, read_ignore_revs
 from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
 from ..index import merge_diffs
@@ -198,7 +199,7 @@ class Engine:
             if len(self._merge_ops) > 20_000:
                 self._merge_ops.clear()
             if self._git is None:
-                self._git = merge_diffs.open_repository(self.repo.controldir())
+                self._git = libgit.of(self.repo)
             self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
         return self._merge_ops[key]
 

@@ -1,0 +1,163 @@
+"""libgit2 (through pygit2) for the hot paths of reading history: commits, tree diffs and blobs.
+
+dulwich stays the repository handle everything else uses (discovery, HEAD, refs, shallow roots), but walking
+and diffing a long history in it is per-object Python: on git/git's first 5,000 commits its tree diffs took
+8.6 s where libgit2's take 1.4 s, and reading 4,846 commits 0.95 s against 0.07 s. The results are the same
+(checked on every commit of that history); only the order of changes inside one commit follows git's own
+(``git diff``'s) instead of dulwich's, which sorted ``dir/`` after ``dir-name``.
+
+Changes are returned as dulwich ``TreeChange`` tuples (hex ids as bytes), the shape rename detection and the
+reader already take.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import OrderedDict
+from collections.abc import Iterator
+
+import pygit2
+from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, CHANGE_MODIFY, TreeChange
+from dulwich.objects import ObjectID, TreeEntry
+from dulwich.repo import Repo
+from pygit2.enums import DeltaStatus
+
+from .model import CommitInfo
+from .repo import _codec, _split_message, shallow_roots
+
+BLOB_CACHE_BYTES = 32 << 20  # recent blobs kept: a commit's old blob is often the next one's new blob
+
+_KINDS = {DeltaStatus.ADDED: CHANGE_ADD, DeltaStatus.DELETED: CHANGE_DELETE, DeltaStatus.MODIFIED: CHANGE_MODIFY}
+
+
+@functools.lru_cache(maxsize=8)
+def open_repository(git_dir: str) -> pygit2.Repository:
+    """The libgit2 handle of a git directory (a linked worktree's own one works too); cached per directory.
+    libgit2 rescans the object database when an id is not found, so objects written later are seen."""
+    return pygit2.Repository(git_dir)
+
+
+def of(repo: Repo) -> pygit2.Repository:
+    return open_repository(os.fspath(repo.controldir()))
+
+
+def commit(git: pygit2.Repository, sha: str) -> pygit2.Commit | None:
+    """The commit ``sha``, or None when it is missing (beyond a shallow boundary, a partial clone) or not a commit."""
+    try:
+        obj = git.get(sha)
+    except (ValueError, pygit2.GitError):
+        return None
+    return obj if isinstance(obj, pygit2.Commit) else None
+
+
+def info(c: pygit2.Commit, shallow: set[str] | None = None) -> CommitInfo:
+    """Metadata of a commit, as :func:`.repo.commit_info` reads it from dulwich; a shallow root has no parents."""
+    sha = str(c.id)
+    parents = () if shallow and sha in shallow else tuple(str(p) for p in c.parent_ids)
+    codec = _codec(c.message_encoding.encode("ascii", "replace") if c.message_encoding else None)
+    subject, body = _split_message(c.raw_message, codec)
+    author, committer = c.author, c.committer
+    return CommitInfo(
+        sha=sha,
+        parents=parents,
+        subject=subject,
+        body=body,
+        author_name=author.raw_name.decode(codec, "replace").strip(),
+        author_email=author.raw_email.decode(codec, "replace").strip(),
+        author_time=int(author.time),
+        author_tz=int(author.offset) * 60,
+        commit_time=int(committer.time),
+        commit_tz=int(committer.offset) * 60,
+    )
+
+
+def walk(repo: Repo, head: str, stop: set[str] | None = None) -> Iterator[CommitInfo]:
+    """Commits reachable from ``head``, newest first, not descending below any commit in ``stop``.
+
+    A plain stack walk over parents (not a date-ordered walker) so that it can stop early at known commits,
+    which makes "what is new since the last run" cost proportional to the new commits. Commits are read by
+    libgit2 (an order of magnitude faster than dulwich on long histories)."""
+    stop = stop or set()
+    shallow = shallow_roots(repo)
+    git = of(repo)
+    seen: set[str] = set()
+    pending = [head]
+    found: list[CommitInfo] = []
+    while pending:
+        sha = pending.pop()
+        if sha in seen or sha in stop:
+            continue
+        seen.add(sha)
+        obj = commit(git, sha)
+        if obj is None:
+            continue  # missing object (shallow or partial clone): history ends here
+        meta = info(obj, shallow)
+        found.append(meta)
+        pending.extend(meta.parents)
+    found.sort(key=lambda c: (-c.commit_time, c.sha))
+    yield from found
+
+
+def _entry(f: pygit2.DiffFile) -> TreeEntry:
+    return TreeEntry(f.raw_path, int(f.mode), ObjectID(str(f.id).encode("ascii")))
+
+
+def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree) -> list[TreeChange]:
+    """The files that differ between two trees (``old`` None: the empty tree), in git's path order. A change of
+    type (file to symlink or submodule) is a delete and an add, as dulwich reports it."""
+    diff = old.diff_to_tree(new) if old is not None else new.diff_to_tree(swap=True)
+    out: list[TreeChange] = []
+    for d in diff.deltas:
+        kind = _KINDS.get(d.status)
+        if kind is None:  # no rename or type-change detection was asked for: not produced
+            continue
+        out.append(
+            TreeChange(
+                kind,
+                _entry(d.old_file) if kind != CHANGE_ADD else None,
+                _entry(d.new_file) if kind != CHANGE_DELETE else None,
+            )
+        )
+    return out
+
+
+def entry_id(tree: pygit2.Tree, path: str) -> tuple[str, int] | None:
+    """(id, mode) of ``path`` in ``tree``, or None when absent."""
+    try:
+        e = tree[path]
+    except (KeyError, ValueError):
+        return None
+    return str(e.id), int(e.filemode)
+
+
+class BlobCache:
+    """Blob bytes by hex id, the most recent first, bounded by total size."""
+
+    def __init__(self, git: pygit2.Repository, limit: int = BLOB_CACHE_BYTES) -> None:
+        self.git = git
+        self._limit = limit
+        self._size = 0
+        self._cache: OrderedDict[bytes, bytes] = OrderedDict()
+
+    def get(self, sha: bytes | None) -> bytes | None:
+        """The blob's bytes; b"" for no side; None when the object is missing (partial clone, broken repo)."""
+        if sha is None:
+            return b""
+        data = self._cache.get(sha)
+        if data is not None:
+            self._cache.move_to_end(sha)
+            return data
+        try:
+            obj = self.git[sha.decode("ascii")]
+        except (KeyError, ValueError):
+            return None
+        if not isinstance(obj, pygit2.Blob):
+            return None
+        data = obj.data
+        self._cache[sha] = data
+        self._size += len(data)
+        while self._size > self._limit and self._cache:
+            _k, old = self._cache.popitem(last=False)
+            self._size -= len(old)
+        return data
