@@ -18,15 +18,17 @@ from typing import Any
 
 from dulwich.repo import Repo
 
+from .. import symbols
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import integrity, merge_diffs, relations
+from . import integrity, merge_diffs, relations, symbols_phase
 from .graph import deepened, reachable
 from .parallel import read_all
 from .progress import Progress
 from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
-from .text_index import HunkDoc, add_docs, open_index
+from .symbols_phase import PENDING
+from .text_index import HunkDoc, add_docs, hunk_docs, open_index
 
 BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits per durable batch
 BATCH_HUNKS = 4000
@@ -191,6 +193,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             relations.backfill(db)
             store.set_state(db, "relations", relations.VERSION)
     writer = index.writer(heap_size=96_000_000, num_threads=1)
+    staging = symbols_phase.Staging(store)
     try:
         stale = [sha for sha in known if sha not in graph.reachable or sha in again]
         for sha in again:
@@ -203,7 +206,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
                 store.set_state(db, "indexed_head", "")
                 store.set_state(db, "indexed_at", now_iso())
         if stale:
-            _purge(store, writer, stale)
+            _purge(store, writer, staging, stale)
             report.purged_commits = len(stale)
         total = len(todo)
         done = 0
@@ -211,7 +214,10 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             progress("history", 0, total)
         batch: list[CommitDiff | CommitInfo] = []
         batch_hunks = 0
-        for item in read_all(repo, todo, policy, options.symbols):
+        # a long run indexes the keyword lanes first and attaches symbols in a phase of its own (searchable
+        # sooner); a short one reads each commit once
+        inline = len(todo) < symbols_phase.DEFER_FROM
+        for item in read_all(repo, todo, policy, options.symbols and inline):
             if cancel is not None and cancel.is_set():
                 report.cancelled = True
                 break
@@ -219,33 +225,39 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             if isinstance(item, CommitDiff):
                 batch_hunks += sum(len(f.hunks) for f in item.files)
             if len(batch) >= BATCH_COMMITS or batch_hunks >= BATCH_HUNKS:
-                _write_batch(store, writer, batch, options, report)
+                _write_batch(store, writer, None if inline else staging, batch, options, report)
                 done += len(batch)
                 batch, batch_hunks = [], 0
                 if progress:
                     progress("history", done, total)
         if batch:
-            _write_batch(store, writer, batch, options, report)
+            _write_batch(store, writer, None if inline else staging, batch, options, report)
             done += len(batch)
             if progress:
                 progress("history", done, total)
         if not report.cancelled:  # merges' change blocks, for exact symbol history (not searched)
             merge_diffs.fill(store, repo.controldir(), cancel, progress)
+        if not report.cancelled and options.symbols:
+            symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
+            report.cancelled = cancel is not None and cancel.is_set()
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
             store.set_state(db, "indexed_at", now_iso())
     finally:
         writer.wait_merging_threads()
+        staging.close()
 
 
-def _purge(store: Store, writer, shas: Iterable[str]) -> None:  # type: ignore[no-untyped-def]
+def _purge(store: Store, writer, staging: symbols_phase.Staging, shas: Iterable[str]) -> None:  # type: ignore[no-untyped-def]
     shas = list(shas)
     with store.transaction() as db:  # first no longer trusted (their hunks and documents go next, in that order)
         db.executemany("UPDATE commits SET state='pending' WHERE sha=?", [(sha,) for sha in shas])
     for sha in shas:
         writer.delete_documents_by_term("sha", sha)
     writer.commit()
+    staging.delete(shas)
+    staging.commit()
     with store.transaction() as db:
         for sha in shas:
             db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
@@ -264,7 +276,17 @@ def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], options: BuildOptions, report) -> None:  # type: ignore[no-untyped-def]
+def _write_batch(
+    store: Store,
+    writer,
+    staging: symbols_phase.Staging | None,
+    batch: list[CommitDiff | CommitInfo],
+    options: BuildOptions,
+    report,
+) -> None:
+    """``staging``: symbols are attached later (`symbols_phase`); a commit with a file waiting for them goes to
+    the staging index, the rest to the main one. None: symbols were read inline, everything goes to the main
+    index."""  # type: ignore[no-untyped-def]
     infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
     diffs = [b for b in batch if isinstance(b, CommitDiff)]
     n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
@@ -282,35 +304,22 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
     # 2. Tantivy: drop whatever a killed run left for these commits, add the hunks, commit
     for c in infos:
         writer.delete_documents_by_term("sha", c.sha)
+    if staging is not None:
+        staging.delete([c.sha for c in infos])
     docs: list[HunkDoc] = []
+    staged: list[HunkDoc] = []
     hunk_rows: list[tuple[Any, ...]] = []
     file_rows: list[tuple[Any, ...]] = []
+    later = options.symbols and staging is not None  # supported files get their symbols in the symbols phase
+    supported = symbols.supported_languages()
     for cd in diffs:
         c = cd.commit
-        message = "" if options.no_messages else f"{c.subject}\n{c.body}"
-        author = f"{c.author_name} <{c.author_email}>"
+        waits = later and any(f.language in supported for f in cd.files)
+        (staged if waits else docs).extend(hunk_docs(cd, uid, options.no_messages))
         for f in cd.files:
-            file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, int(f.parsed), c.author_time))
-            siblings = " ".join(f.sibling_symbols)
-            paths = [f.path] if f.old_path == f.path else [f.path, f.old_path]
-            path_text = " ".join(paths)  # one string per file: `add_docs` tokenizes it once for all its hunks
+            parsed = PENDING if later and f.language in supported else int(f.parsed)
+            file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, parsed, c.author_time))
             for i, h in enumerate(f.hunks):
-                names = [s.name for s in h.symbols]
-                docs.append(
-                    HunkDoc(
-                        uid=uid,
-                        sha=c.sha,
-                        diff=h.changed_text,
-                        message=message,
-                        path=path_text,
-                        symbol=" ".join(names),
-                        siblings=siblings,
-                        paths=paths,
-                        language=f.language or "",
-                        author=author,
-                        time=c.author_time,
-                    )
-                )
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
                 hunk_rows.append(
                     (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
@@ -320,6 +329,11 @@ def _write_batch(store: Store, writer, batch: list[CommitDiff | CommitInfo], opt
             fid += 1
     add_docs(writer, docs)
     writer.commit()
+    if staged:
+        assert staging is not None
+        add_docs(staging.writer(), staged)
+    if staging is not None:
+        staging.commit()  # its deletes, if it is open
     # 3. the catalogue says "indexed" only once Tantivy has committed
     stamp = time.time()
     with store.transaction() as db:

@@ -128,6 +128,10 @@ class Catalog:
         """Merge paths whose diffs against their parents are not stored yet (the merges phase fills them)."""
         return int(self._db.execute("SELECT COUNT(*) FROM merge_paths WHERE ops IS NULL").fetchone()[0])
 
+    def pending_symbol_files(self) -> int:
+        """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM files WHERE parsed=-1").fetchone()[0])
+
     def skipped_totals(self) -> dict[str, int]:
         """Files left out on purpose, summed over commits by reason."""
         totals: dict[str, int] = {}

@@ -181,7 +181,7 @@ def embed_pending(
             integrity.claim_vectors(tx)
     rows = db.execute(
         "SELECT f.fid, f.author_time FROM files f JOIN commits c ON c.sha=f.sha"
-        " WHERE f.embedded=0 AND c.state='indexed' ORDER BY f.author_time DESC, f.fid DESC"
+        " WHERE f.embedded=0 AND f.parsed>=0 AND c.state='indexed' ORDER BY f.author_time DESC, f.fid DESC"
     ).fetchall()
     todo = [r[0] for r in rows]
     order = {r[0]: (-r[1], -r[0]) for r in rows}  # a fresh build's embedding order: the codec's sample order

@@ -11,5 +11,6 @@ Progress = Callable[[str, int, int], None]
 PHASES: dict[str, tuple[str, str]] = {
     "history": ("indexing history", "commits"),
     "merges": ("diffing merges", "files"),
+    "symbols": ("attaching symbols", "commits"),
     "dense": ("embedding", "files"),
 }

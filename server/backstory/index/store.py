@@ -28,6 +28,7 @@ SCHEMA_VERSION = 11
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
+STAGING_DIR = "tantivy-staging"  # hunks waiting for the symbols phase (index/symbols_phase.py)
 VECTORS = "vectors.usearch"
 LOCK = "write.lock"
 
@@ -52,6 +53,7 @@ CREATE TABLE IF NOT EXISTS hunks (
   language TEXT, excerpt TEXT NOT NULL, truncated INTEGER NOT NULL, symbols TEXT NOT NULL, ops TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS files_path ON files(path);
+CREATE INDEX IF NOT EXISTS files_symbols_pending ON files(fid) WHERE parsed=-1;  -- index/symbols_phase.py
 CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
 CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
 CREATE TABLE IF NOT EXISTS merge_paths (
@@ -90,6 +92,7 @@ class Store:
         self.path = path
         self.db_path = path / DB
         self.tantivy_path = path / TANTIVY_DIR
+        self.staging_path = path / STAGING_DIR
         self.vectors_path = path / VECTORS
         self._db: sqlite3.Connection | None = None
 
@@ -209,7 +212,9 @@ class Store:
                     contextlib.closing(sqlite3.connect(self.db_path)) as dst,
                 ):
                     src.backup(dst)  # consistent even with a WAL
-                shutil.copytree(source.tantivy_path, self.tantivy_path, ignore=shutil.ignore_patterns("*.lock"))
+                for tree, copy in ((source.tantivy_path, self.tantivy_path), (source.staging_path, self.staging_path)):
+                    if tree.exists():
+                        shutil.copytree(tree, copy, ignore=shutil.ignore_patterns("*.lock"))
                 if source.vectors_path.exists():
                     shutil.copy2(source.vectors_path, self.vectors_path)
                 self.write_manifest(source.read_manifest())
@@ -223,8 +228,9 @@ class Store:
         self.close()
         for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS, "verified.json"):
             (self.path / name).unlink(missing_ok=True)
-        if self.tantivy_path.exists():
-            shutil.rmtree(self.tantivy_path)
+        for tree in (self.tantivy_path, self.staging_path):
+            if tree.exists():
+                shutil.rmtree(tree)
 
     def size_bytes(self) -> int:
         total = 0
@@ -245,7 +251,7 @@ class Store:
                     size = p.stat().st_size
                 except OSError:
                     continue
-                if p.is_relative_to(self.tantivy_path):
+                if p.is_relative_to(self.tantivy_path) or p.is_relative_to(self.staging_path):
                     sizes["keyword_index"] += size
                 elif f.startswith(DB):
                     sizes["catalogue"] += size

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import tantivy
 
+from ..history.model import CommitDiff
 from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
 from .store import StoreError
 
@@ -25,6 +26,7 @@ LANE_EXTRAS: dict[str, tuple[tuple[str, float], ...]] = {
     "diff": (("symbol", 0.3), ("path", 0.2)),
 }
 LANE_TOP = 100
+TIE_FETCH_MAX = 5000  # hits read at most to settle a tie at a lane's cut
 
 
 def build_schema() -> tantivy.Schema:
@@ -54,10 +56,15 @@ def reading_tantivy() -> Iterator[None]:
         raise StoreError(f"the Tantivy index is damaged (Tantivy: {e}); run `backstory index --rebuild`") from None
 
 
+def index_exists(directory: Path) -> bool:
+    """Whether ``directory`` holds a committed Tantivy index (Tantivy raises on a missing directory)."""
+    return directory.is_dir() and tantivy.Index.exists(str(directory))
+
+
 def open_index(directory: Path, *, create: bool) -> tantivy.Index:
     """Open (or create) the Tantivy index and register our analyzer; tantivy raises on corrupt files."""
     directory.mkdir(parents=True, exist_ok=True)
-    if not create and not tantivy.Index.exists(str(directory)):
+    if not create and not index_exists(directory):
         raise FileNotFoundError(f"no Tantivy index in {directory}")
     index = tantivy.Index(build_schema(), path=str(directory), reuse=not create)
     index.register_tokenizer(ANALYZER_NAME, build_analyzer())
@@ -79,6 +86,38 @@ class HunkDoc:
     language: str
     author: str
     time: int
+
+
+def hunk_docs(cd: CommitDiff, first_uid: int, no_messages: bool) -> list[HunkDoc]:
+    """The Tantivy documents of a commit's hunks, numbered from ``first_uid`` in file and hunk order (the
+    catalogue's order): the history phase adds them, the symbols phase replaces them once symbols are known."""
+    c = cd.commit
+    message = "" if no_messages else f"{c.subject}\n{c.body}"
+    author = f"{c.author_name} <{c.author_email}>"
+    docs: list[HunkDoc] = []
+    uid = first_uid
+    for f in cd.files:
+        siblings = " ".join(f.sibling_symbols)
+        paths = [f.path] if f.old_path == f.path else [f.path, f.old_path]
+        path_text = " ".join(paths)  # one string per file: `add_docs` tokenizes it once for all its hunks
+        for h in f.hunks:
+            docs.append(
+                HunkDoc(
+                    uid=uid,
+                    sha=c.sha,
+                    diff=h.changed_text,
+                    message=message,
+                    path=path_text,
+                    symbol=" ".join(s.name for s in h.symbols),
+                    siblings=siblings,
+                    paths=paths,
+                    language=f.language or "",
+                    author=author,
+                    time=c.author_time,
+                )
+            )
+            uid += 1
+    return docs
 
 
 def distinct_tokens(names: str) -> str:
@@ -226,14 +265,36 @@ def search_lane(
         return []
     if filters is not None:
         q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, filters)])
-    hits: list[tuple[int, float]] = []
-    with reading_tantivy():
-        result = searcher.search(q, limit=limit + 20, count=False)
-        for score, addr in result.hits:
-            uid: int = searcher.doc(addr).get_first("uid")  # type: ignore[assignment]
-            hits.append((int(uid), float(score)))
-    hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
+    fetch = limit + 20
+    while True:
+        hits: list[tuple[int, float]] = []
+        with reading_tantivy():
+            result = searcher.search(q, limit=fetch, count=False)
+            for score, addr in result.hits:
+                uid: int = searcher.doc(addr).get_first("uid")  # type: ignore[assignment]
+                hits.append((int(uid), float(score)))
+        hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
+        # which of many equal scores Tantivy returns depends on how the index is split into segments: when the
+        # cut falls inside a tie that may go on past what was fetched, fetch the whole tie, then cut by uid
+        if len(hits) < fetch or len(hits) <= limit or fetch >= TIE_FETCH_MAX:
+            break
+        if round(hits[-1][1], 6) < round(hits[limit - 1][1], 6):
+            break
+        fetch = min(fetch * 4, TIE_FETCH_MAX)
     return hits[:limit]
+
+
+def merge_rankings(
+    a: Sequence[tuple[int, float]], b: Sequence[tuple[int, float]], limit: int = LANE_TOP
+) -> list[tuple[int, float]]:
+    """One lane's rankings from two indexes (the main one and the symbols phase's staging one) as one: best
+    first, ties by uid, a uid found in both (a commit caught between its two commits) once with its best score.
+    The two indexes' BM25 statistics differ, which is why results are labelled partial while both exist."""
+    best: dict[int, float] = {}
+    for uid, score in (*a, *b):
+        if score > best.get(uid, float("-inf")):
+            best[uid] = score
+    return sorted(best.items(), key=lambda h: (-round(h[1], 6), h[0]))[:limit]
 
 
 def filter_uids(searcher: tantivy.Searcher, filters: tantivy.Query, limit: int) -> list[int]:

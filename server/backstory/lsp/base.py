@@ -90,6 +90,7 @@ class BackstoryServer(LanguageServer):
                     indexed_commits=info.get("indexed_commits"),
                     commits_behind_head=info.get("commits_behind_head"),
                     dense_coverage=info.get("dense_coverage"),
+                    symbols_pending=info.get("symbols_pending"),
                     head=info.get("head"),
                 )
         if "message" not in payload or payload["message"] is None:

@@ -126,13 +126,16 @@ def label_partial(state: RepoState, result: Any) -> Any:
     if state.indexing:
         meta["indexing"] = {"phase": phase, "done": done, "total": total}
     partial = False
+    counted = f" {done:,}/{total:,} commits" if isinstance(done, int) and isinstance(total, int) and total else ""
     if phase in ("history", "merges") or (state.indexing and not state.engine.has_index()):
         partial = True
-        progress = f" {done:,}/{total:,} commits" if isinstance(done, int) and isinstance(total, int) and total else ""
         if phase == "merges":
             meta["hint"] = "indexing merges for exact history: results are partial until it finishes"
         else:
-            meta["hint"] = f"indexing history{progress}: results are partial until it finishes"
+            meta["hint"] = f"indexing history{counted}: results are partial until it finishes"
+    elif phase == "symbols":
+        partial = True
+        meta["hint"] = f"attaching symbols{counted}: symbol matches are partial until it finishes"
     elif isinstance(behind, int) and behind > 0:
         partial = True
         n = f"{behind:,} newer commit{'' if behind == 1 else 's'}"

@@ -17,6 +17,7 @@ def _freshness(meta: dict[str, Any]) -> list[str]:
         state = "up to date" if behind == 0 else ("not built yet" if behind is None else f"{behind} behind HEAD")
         cover = info.get("dense_coverage")
         dense = f", embeddings {cover:.0%}" if isinstance(cover, (int, float)) and cover < 1 else ""
+        dense += f", {info['symbols_pending']:,} changes without symbols yet" if info.get("symbols_pending") else ""
         head = (info.get("head") or "")[:7] or "none"
         out.append(f"index: {info.get('indexed_commits', 0)} commits, HEAD {head}, {state}{dense}")
     out.extend(f"warning: {w}" for w in meta.get("warnings", []))

@@ -29,7 +29,7 @@ from ..index.dense_build import dense_stamp
 from ..index.graph import indexed_reachable, reachable, topo_order
 from ..index.integrity import Verified, reading_catalogue
 from ..index.store import IndexBusy, StoreError
-from ..index.text_index import filter_query, open_index, reading_tantivy, search_lane
+from ..index.text_index import filter_query, index_exists, merge_rankings, open_index, reading_tantivy, search_lane
 from . import results
 from .dense import DenseLane
 from .features import FEATURES
@@ -90,6 +90,7 @@ class Engine:
         self.catalog = Catalog.of(self.store)
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
+        self._staging: tantivy.Index | None = None
         self._generation: str | None = None
         self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
         self._merges: tuple[Any, set[str]] | None = None
@@ -119,6 +120,18 @@ class Engine:
                 self._index = open_index(self.store.tantivy_path, create=False)
             self._index.reload()
         return self._index
+
+    def _staging_index(self) -> tantivy.Index | None:
+        """The staging index of a long run's symbols phase (commits whose symbols are not attached yet), while
+        it exists: search reads it beside the main one (`index.symbols_phase`)."""
+        with reading_tantivy():
+            if not index_exists(self.store.staging_path):
+                self._staging = None
+                return None
+            if self._staging is None:
+                self._staging = open_index(self.store.staging_path, create=False)
+            self._staging.reload()
+        return self._staging
 
     def manifest(self) -> dict[str, Any]:
         return self.store.read_manifest()
@@ -239,6 +252,7 @@ class Engine:
         if generation != self._generation:
             self.store.close()
             self._index = None
+            self._staging = None
             self.dense.reset()
             self.ordering.texts.clear()  # a rebuild may store other excerpts (options changed)
             self._generation = generation
@@ -277,6 +291,7 @@ class Engine:
             last_indexed_commit=last,
             indexed_at=self.store.get_state("indexed_at"),
             dense_coverage=self.dense.coverage(),
+            symbols_pending=self.catalog.pending_symbol_files(),
         )
         hint = None
         if count == 0:
@@ -337,10 +352,14 @@ class Engine:
         no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
         rankings: dict[str, list[tuple[int, float]]] = {}
         commit_scores: dict[str, dict[str, float]] = {}
+        staging = self._staging_index()
+        staged = staging.searcher() if staging is not None else None
         for lane in TEXT_LANES:
             if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue
             rankings[lane] = search_lane(index, searcher, lane, query, fq)
+            if staging is not None and staged is not None:
+                rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
         if opts.wants("dense") and self.models.dense:
             dense, by_commit, warning = self.dense.rank(
                 query, searcher if fq is not None else None, fq, commits=opts.dense_commits

@@ -34,7 +34,8 @@ def problems(engine: Engine, thorough: bool = True) -> list[str]:
         found.append(str(e))
     else:
         hunks, pending = engine.catalog.indexed_hunks()
-        docs = int(searcher.num_docs)
+        staging = engine._staging_index()
+        docs = int(searcher.num_docs) + (int(staging.searcher().num_docs) if staging is not None else 0)
         if docs < hunks or (pending == 0 and docs != hunks):
             found.append(
                 f"the Tantivy index holds {docs:,} hunks, the catalogue {hunks:,} (an older or foreign copy?); "
@@ -73,6 +74,7 @@ def status(engine: Engine, thorough: bool = True) -> dict[str, Any]:
                 "history": (behind or 0) if behind is not None else None,
                 "interrupted": catalog.pending_commits(),
                 "merges": catalog.pending_merge_diffs(),
+                "symbols": catalog.pending_symbol_files(),
                 "dense": pending_units,
             },
             embedded_files=units - pending_units,
@@ -103,6 +105,8 @@ def next_step(status: dict[str, Any]) -> str:
         todo.append(f"add the {pending['history']:,} commit(s) behind HEAD")
     if pending.get("merges"):
         todo.append(f"diff {pending['merges']:,} merge file(s)")
+    if pending.get("symbols"):
+        todo.append(f"attach symbols to {pending['symbols']:,} file change(s)")
     if pending.get("dense"):
         todo.append(f"embed {pending['dense']:,} file change(s)")
     if todo:

@@ -19,8 +19,13 @@ MIN_ETA_SECONDS = 2.0  # no ETA before this (and before a rate)
 LOG_INTERVAL = 10.0  # seconds between plain lines when the output is not a terminal
 # a terminal line starts with the phase and says what it counts in a reader's words (the editors' status line
 # uses index/progress.PHASES: "indexing history 1,000/1,522 commits", "embedding 512/4,635 files")
-LABELS = {"history": "Indexing history", "merges": "Diffing merges", "dense": "Embedding changes"}
-UNITS = {"history": "commits", "merges": "merge files", "dense": "file changes"}
+LABELS = {
+    "history": "Indexing history",
+    "merges": "Diffing merges",
+    "symbols": "Attaching symbols",
+    "dense": "Embedding changes",
+}
+UNITS = {"history": "commits", "merges": "merge files", "symbols": "commits", "dense": "file changes"}
 
 
 def clock_text(seconds: float) -> str:

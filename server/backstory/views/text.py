@@ -193,6 +193,13 @@ def notes(meta: dict[str, Any], dense_expected: bool = True) -> list[str]:
             f"note: only {coverage:.0%} of the changes are embedded so far, so similar changes may be missing; "
             + ("an indexer is embedding the rest" if busy else "run `backstory index` to embed the rest")
         )
+    waiting = index.get("symbols_pending")
+    if waiting:
+        busy = index.get("indexer_pid") is not None
+        lines.append(
+            f"note: {waiting:,} changes have no symbols attached yet, so symbol matches may be missing; "
+            + ("an indexer is attaching them" if busy else "run `backstory index` to attach them")
+        )
     if meta.get("hint"):
         lines.append(f"hint: {meta['hint']}")
     return lines
@@ -304,6 +311,8 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
         rows.append(("hunks / files", f"{status.get('hunks', 0):,} hunks in {status.get('files', 0):,} file changes"))
         if pending.get("merges"):
             rows.append(("merge diffs", f"{pending['merges']:,} merge files not diffed yet (exact history)"))
+        if pending.get("symbols"):
+            rows.append(("symbols", f"{pending['symbols']:,} file changes without symbols yet (symbol lanes)"))
         units = status.get("files", 0)
         embedded = status.get("embedded_files", units - pending.get("dense", 0))
         emb = f"{embedded:,} of {units:,} file changes ({embedded / units:.0%})" if units else "nothing to embed"

@@ -1,0 +1,177 @@
+"""The symbols phase: tree-sitter definitions attached to hunks that the keyword phase indexed without them.
+
+Parsing every version of every source file is the most expensive part of reading a long history (half the
+reader's time on git/git), and nothing but the symbol lanes needs it. So a long run first indexes commits,
+diffs and paths (searchable as soon as each batch commits), then reads the same commits again, newest first,
+with symbols, and the catalogue's hunks get their definitions. A file waiting for this is marked
+``parsed = PENDING``; the dense phase, whose passages name the definitions, leaves it for later.
+
+Where the documents live: the keyword phase puts a commit with a file waiting for symbols into a *staging*
+Tantivy index beside the main one, and this phase moves it to the main index with its symbols. The main index
+is only ever added to, so once the phase ends (and the staging index is deleted) its BM25 statistics, and so
+every lane's scores, are exactly those of an index built in one pass: replacing documents in place would leave
+deleted ones in Tantivy's term statistics until a background merge happened to drop them. Search reads both
+indexes while the phase runs.
+
+Crash safety follows the history phase: the main index commits first, then the staging one, then the
+catalogue clears the marks; a run killed in between moves the same commits again (deleting whatever an earlier
+attempt added, by commit), with the same uids.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+from collections.abc import Sequence
+
+import tantivy
+from dulwich.repo import Repo
+
+from ..history.model import CommitDiff, CommitInfo
+from ..history.policy import PathPolicy
+from .parallel import read_all
+from .progress import Progress
+from .store import Store, StoreError
+from .text_index import HunkDoc, add_docs, hunk_docs, index_exists, open_index
+
+PENDING = -1  # files.parsed: in a supported language, symbols not attached yet
+DEFER_FROM = 500  # commits in one run from which symbols get a phase of their own
+BATCH_COMMITS = 400
+BATCH_HUNKS = 8000
+
+
+class Staging:
+    """The staging index's writer, opened when first needed (most runs never need one)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._writer: tantivy.IndexWriter | None = None
+
+    def exists(self) -> bool:
+        return index_exists(self.store.staging_path)
+
+    def writer(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            index = open_index(self.store.staging_path, create=not self.exists())
+            self._writer = index.writer(heap_size=48_000_000, num_threads=1)
+        return self._writer
+
+    def delete(self, shas: Sequence[str]) -> None:
+        """Drop these commits' staged documents (not committed yet)."""
+        if self._writer is not None or self.exists():
+            writer = self.writer()
+            for sha in shas:
+                writer.delete_documents_by_term("sha", sha)
+
+    def commit(self) -> None:
+        if self._writer is not None:
+            self._writer.commit()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.wait_merging_threads()
+            self._writer = None
+
+    def remove(self) -> None:
+        """Delete the staging index once nothing waits in it."""
+        self.close()
+        if self.store.staging_path.exists():
+            shutil.rmtree(self.store.staging_path)
+
+
+def pending(db: sqlite3.Connection) -> list[CommitInfo]:
+    """Indexed commits with a file waiting for symbols, in the history phase's order (newest first)."""
+    rows = db.execute(
+        "SELECT sha, parents, subject, body, author_name, author_email, author_time, author_tz, commit_time,"
+        " commit_tz FROM commits WHERE state='indexed' AND sha IN (SELECT sha FROM files WHERE parsed=?)"
+        " ORDER BY commit_time DESC, author_time DESC, sha",
+        (PENDING,),
+    ).fetchall()
+    return [CommitInfo(r[0], tuple(json.loads(r[1])), *r[2:]) for r in rows]
+
+
+def attach(
+    store: Store,
+    writer: tantivy.IndexWriter,
+    staging: Staging,
+    repo: Repo,
+    policy: PathPolicy,
+    no_messages: bool,
+    cancel: threading.Event | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """Attach symbols to every commit waiting for them; returns how many commits were done."""
+    todo = pending(store.db)
+    if not todo:
+        staging.remove()
+        return 0
+    total, done = len(todo), 0
+    if progress:
+        progress("symbols", 0, total)
+    batch: list[CommitDiff] = []
+    hunks = 0
+    for cd in read_all(repo, todo, policy, True):
+        if cancel is not None and cancel.is_set():
+            break
+        batch.append(cd)
+        hunks += sum(len(f.hunks) for f in cd.files)
+        if len(batch) >= BATCH_COMMITS or hunks >= BATCH_HUNKS:
+            _move(store, writer, staging, batch, no_messages)
+            done, batch, hunks = done + len(batch), [], 0
+            if progress:
+                progress("symbols", done, total)
+    if batch and not (cancel is not None and cancel.is_set()):
+        _move(store, writer, staging, batch, no_messages)
+        done += len(batch)
+        if progress:
+            progress("symbols", done, total)
+    if done == total:
+        staging.remove()
+    return done
+
+
+def _move(
+    store: Store, writer: tantivy.IndexWriter, staging: Staging, batch: Sequence[CommitDiff], no_messages: bool
+) -> None:
+    shas = [cd.commit.sha for cd in batch]
+    marks = ",".join("?" * len(shas))
+    db = store.db
+    files: dict[str, list[tuple[int, str, str]]] = {}
+    for fid, sha, path, old_path in db.execute(
+        f"SELECT fid, sha, path, old_path FROM files WHERE sha IN ({marks}) ORDER BY fid", shas
+    ):
+        files.setdefault(sha, []).append((fid, path, old_path))
+    uids: dict[int, list[int]] = {}
+    for uid, fid in db.execute(f"SELECT uid, fid FROM hunks WHERE sha IN ({marks}) ORDER BY uid", shas):
+        uids.setdefault(fid, []).append(uid)
+    docs: list[HunkDoc] = []
+    hunk_updates: list[tuple[str, int]] = []
+    file_updates: list[tuple[int, int]] = []
+    for cd in batch:
+        stored = files.get(cd.commit.sha, [])
+        shape = [(path, old, len(uids.get(fid, []))) for fid, path, old in stored]
+        if shape != [(f.path, f.old_path, len(f.hunks)) for f in cd.files]:
+            # the same reader with the same rules read something else (objects changed under the index?): stop
+            # before anything moves; what is staged stays searchable
+            raise StoreError(
+                f"commit {cd.commit.sha[:12]} reads differently than when it was indexed; "
+                "run `backstory index --rebuild`"
+            )
+        first = min((u for fid, _p, _o in stored for u in uids.get(fid, [])), default=None)
+        for (fid, _p, _o), f in zip(stored, cd.files, strict=True):
+            file_updates.append((int(f.parsed), fid))
+            for uid, h in zip(uids.get(fid, []), f.hunks, strict=True):
+                hunk_updates.append((json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols]), uid))
+        if first is not None:
+            writer.delete_documents_by_term("sha", cd.commit.sha)  # none, unless a killed attempt added them
+            docs.extend(hunk_docs(cd, first, no_messages))
+    if docs:
+        add_docs(writer, docs)
+    writer.commit()
+    staging.delete(shas)
+    staging.commit()
+    with store.transaction() as tx:
+        tx.executemany("UPDATE hunks SET symbols=? WHERE uid=?", hunk_updates)
+        tx.executemany("UPDATE files SET parsed=? WHERE fid=?", file_updates)
