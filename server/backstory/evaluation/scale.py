@@ -100,43 +100,45 @@ def tree_pids(root: int) -> list[int]:
     return found
 
 
-def rss_bytes(pid: int) -> int:
-    """VmRSS of one process (0 once it is gone)."""
+def proc_kb(pid: int, field: str, name: str = "status") -> int:
+    """A ``Field:  N kB`` line of /proc/PID/NAME, in bytes (0 once the process is gone or hides it)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
     return 0
 
 
-def tree_rss(root: int) -> tuple[int, int]:
-    """(sum, largest single process) of the VmRSS of ``root``'s process tree, in bytes."""
-    sizes = [rss_bytes(pid) for pid in tree_pids(root)]
-    return sum(sizes), max(sizes, default=0)
+def tree_rss(root: int) -> dict[str, int]:
+    """Bytes of ``root``'s process tree now: VmRSS summed (pages forked workers share counted in each) and of
+    the largest process, and the proportional set size summed (shared pages split between their users)."""
+    pids = tree_pids(root)
+    rss = [proc_kb(pid, "VmRSS") for pid in pids]
+    pss = sum(proc_kb(pid, "Pss", "smaps_rollup") for pid in pids)
+    return {"peak_rss_sum": sum(rss), "peak_rss_largest": max(rss, default=0), "peak_pss_sum": pss}
 
 
 class PeakRss:
-    """Samples the tree's RSS every ``every`` seconds in a thread until ``stop()``; keeps the peaks."""
+    """Samples the tree's memory every ``every`` seconds in a thread until ``stop()``; keeps each peak."""
 
     def __init__(self, root: int, every: float = 0.2) -> None:
-        self.root, self.every, self.peak_sum, self.peak_one, self.samples = root, every, 0, 0, 0
+        self.root, self.every, self.peaks, self.samples = root, every, tree_rss(root), 1  # a sample before return
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._done.is_set():
-            total, one = tree_rss(self.root)
-            self.peak_sum, self.peak_one = max(self.peak_sum, total), max(self.peak_one, one)
+        while not self._done.wait(self.every):
+            for k, v in tree_rss(self.root).items():
+                self.peaks[k] = max(self.peaks[k], v)
             self.samples += 1
-            self._done.wait(self.every)
 
     def stop(self) -> dict[str, Any]:
         self._done.set()
         self._thread.join()
-        return {"peak_rss_sum_mb": round(self.peak_sum / MB, 1), "peak_rss_largest_mb": round(self.peak_one / MB, 1)}
+        return {**{f"{k}_mb": round(v / MB, 1) for k, v in self.peaks.items()}, "rss_samples": self.samples}
 
 
 # -- timed runs -------------------------------------------------------------------------------------------------
@@ -178,34 +180,36 @@ def json_report(out: str) -> dict[str, Any]:
     raise ValueError("no JSON report")
 
 
-def first_results(cut: Path, index_dir: Path, query: str, timeout: float) -> float | None:
+def first_results(cut: Path, index_dir: Path, query: str, timeout: float) -> dict[str, Any]:
     """Seconds from starting ``backstory index`` on an empty index until ``backstory query`` beside it finds a
-    commit (polled every 0.5 s); the indexer is then interrupted (it resumes cleanly, and this index is thrown
-    away). None when nothing was found within ``timeout``."""
+    commit (polled every 0.5 s; ``query_s``: that query's own run, process start included), then the indexer is
+    interrupted (it would resume cleanly; this index is thrown away). ``s`` is None when nothing was found."""
     shutil.rmtree(index_dir, ignore_errors=True)
     t = time.perf_counter()
     indexer = subprocess.Popen(
         _cli("index", str(cut), "--index-dir", str(index_dir), "--no-dense", "-q"),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    found = None
+    res: dict[str, Any] = {"query": query, "s": None}
     ask = _cli("query", query, "-C", str(cut), "--index-dir", str(index_dir), "--no-dense", "--json", "-k", "1")
     while time.perf_counter() - t < timeout:
+        finished, asked = indexer.poll() is not None, time.perf_counter()
         if subprocess.run(ask, capture_output=True).returncode == 0:
-            found = round(time.perf_counter() - t, 2)
+            now = time.perf_counter()
+            res |= {"s": round(now - t, 2), "query_s": round(now - asked, 2)}
             break
-        if indexer.poll() is not None and subprocess.run(ask, capture_output=True).returncode != 0:
-            break  # finished and still nothing
+        if finished:
+            break  # the whole index answers nothing
         time.sleep(0.5)
     if indexer.poll() is None:
-        os.killpg(indexer.pid, signal.SIGINT)  # this run's own process group (start_new_session)
+        os.killpg(indexer.pid, signal.SIGINT)  # the group of the indexer started above (start_new_session)
         try:
             indexer.wait(60)
         except subprocess.TimeoutExpired:
             os.killpg(indexer.pid, signal.SIGKILL)
             indexer.wait()
     shutil.rmtree(index_dir, ignore_errors=True)
-    return found
+    return res
 
 
 def git_log_reference(cut: Path, runs: int) -> dict[str, Any]:
@@ -238,19 +242,18 @@ def measure_cut(cut: Path, index_dir: Path, args: argparse.Namespace) -> dict[st
     )
     if args.dense:
         res["dense"] = timed_run(_cli(*base))
-    subject = _git(cut, "log", "--no-merges", "-1", "--format=%s")
-    if args.first_results:
-        res["first_results_s"] = first_results(cut, index_dir.with_name(index_dir.name + "-first"), subject, 3600)
-        res["first_results_query"] = subject
+    if args.first_results:  # the newest commit's subject: the first batch indexed holds it
+        subject = _git(cut, "log", "--no-merges", "-1", "--format=%s")
+        res["first_results"] = first_results(cut, index_dir.with_name(index_dir.name + "-first"), subject, 3600)
     engine = Engine(cut, index_dir, ModelConfig(dense=False, reranker="none"))
     queries = sample_queries(cut, args.queries)
-    if queries:
-        lat = latency(lambda q: engine.search(q, SearchOptions(rerank=False, lanes=TEXT_LANES)), queries)
-        res["query_bm25"] = {k: v for k, v in lat.items() if k != "samples_ms"}
-    if args.dense and queries:
-        full = Engine(cut, index_dir)
-        lat = latency(lambda q: full.search(q, SearchOptions()), queries)
-        res["query_default"] = {k: v for k, v in lat.items() if k != "samples_ms"}
+    engines = {"query_bm25": (engine, SearchOptions(rerank=False, lanes=TEXT_LANES))}
+    if args.dense:  # the default pipeline: dense lane, rerank, learned stage
+        engines["query_default"] = (Engine(cut, index_dir), SearchOptions())
+    for key, (eng, opts) in engines.items() if queries else ():
+        res[key] = {
+            k: v for k, v in latency(lambda q, e=eng, o=opts: e.search(q, o), queries).items() if k != "samples_ms"
+        }
     sizes = engine.store.component_sizes()
     total = sum(sizes.values())
     res["index_size_mb"] = round(total / MB, 1)
@@ -288,10 +291,13 @@ COLUMNS: list[tuple[str, Any]] = [
     ("index s", lambda r: f"{r['index']['wall_s']:.1f}"),
     ("x git log", lambda r: f"{r['index_ratio_to_git_log'] or 0:.1f}"),
     ("CPU s", lambda r: f"{r['index']['cpu_s']:.0f}"),
-    ("peak RSS MB sum/max", lambda r: f"{r['index']['peak_rss_sum_mb']:.0f}/{r['index']['peak_rss_largest_mb']:.0f}"),
+    (
+        "peak MB rss/pss/max",
+        lambda r: "{peak_rss_sum_mb:.0f}/{peak_pss_sum_mb:.0f}/{peak_rss_largest_mb:.0f}".format(**r["index"]),
+    ),
     ("index MB", lambda r: f"{r['index_size_mb']:.0f}"),
     ("x .git", lambda r: f"{r['index_ratio_to_git_dir'] or 0:.1f}"),
-    ("first hit s", lambda r: str(r.get("first_results_s", "-"))),
+    ("first hit s", lambda r: str(r.get("first_results", {}).get("s", "-"))),
     ("query p50/p95 ms", lambda r: "{p50_ms}/{p95_ms}".format(**r["query_bm25"]) if "query_bm25" in r else "-"),
 ]
 
@@ -308,26 +314,27 @@ def plot(report: dict[str, Any], out: Path) -> Path:
 
     plt = _pyplot()
     rows = list(report["cuts"].values())
-    x = [r["commits"] for r in rows]
+    x, ix = [r["commits"] for r in rows], [r["index"] for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    panels = [
-        ("seconds", [("backstory index --no-dense", [r["index"]["wall_s"] for r in rows]),
-                     ("git log -p --no-merges", [r["git_log_p_s"] for r in rows])]),
-        ("peak RSS, MB", [("process tree (sum)", [r["index"]["peak_rss_sum_mb"] for r in rows]),
-                          ("largest process", [r["index"]["peak_rss_largest_mb"] for r in rows])]),
-        ("MB on disk", [("index", [r["index_size_mb"] for r in rows]), (".git", [r["git_dir_mb"] for r in rows])]),
+    panels: list[tuple[str, dict[str, list[Any]]]] = [
+        ("seconds", {"backstory index --no-dense": [i["wall_s"] for i in ix],
+                     "git log -p --no-merges": [r["git_log_p_s"] for r in rows]}),
+        ("peak memory of the indexer, MB", {"RSS, process tree": [i["peak_rss_sum_mb"] for i in ix],
+                                            "PSS, process tree": [i["peak_pss_sum_mb"] for i in ix],
+                                            "RSS, largest process": [i["peak_rss_largest_mb"] for i in ix]}),
+        ("MB on disk", {"index": [r["index_size_mb"] for r in rows], ".git": [r["git_dir_mb"] for r in rows]}),
     ]  # fmt: skip
     if any("dense" in r for r in rows):
-        panels[0][1].append(("+ dense phase", [r.get("dense", {}).get("wall_s") for r in rows]))
+        panels[0][1]["then the dense phase"] = [r.get("dense", {}).get("wall_s") for r in rows]
     for ax, (ylabel, series) in zip(axes, panels, strict=True):
-        for name, ys in series:
+        for name, ys in series.items():
             ax.plot(x, ys, marker="o", label=name)
         ax.set_xlabel("commits")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
     m = report["machine"]
     load = report["load_average"]
-    fig.suptitle(f"{report['repo_name']} cuts on {m['cpu_count']} cores ({m['cpu_model']}), {m['ram_gb']} GB RAM; "
+    fig.suptitle(f"{report['name']} cuts on {m['cpu_count']} cores ({m['cpu_model']}), {m['ram_gb']} GB RAM; "
                  f"load {load[0]}-{load[1]}")  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     return _save(fig, out)
@@ -342,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help=f"git log -p runs (1 when one takes > {LONG_GIT_LOG_S:.0f} s)")
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--no-first-results", dest="first_results", action="store_false")
+    ap.add_argument("--name", help="the history's name in the plot's title (default: SRC's folder name)")
     ap.add_argument("--out", help="write the JSON report here")
     ap.add_argument("--plot", help="draw the PNG here")
     args = ap.parse_args(argv)
@@ -349,9 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     revs = _git(src, "rev-list", "--reverse", "--date-order", "HEAD").splitlines()
     report: dict[str, Any] = {
-        "repo": str(src), "repo_name": src.name, "cut_rule": "Nth of git rev-list --reverse --date-order HEAD",
+        "repo": str(src), "name": args.name or src.name, "cut_rule": "Nth of git rev-list --reverse --date-order HEAD",
         "machine": machine(), "load_average": [round(os.getloadavg()[0], 2)], "runs": args.runs,
-        "long_git_log_s": LONG_GIT_LOG_S, "rss_note": "sum of VmRSS counts pages shared by forked workers twice",
+        "long_git_log_s": LONG_GIT_LOG_S,
+        "rss_note": "peak_rss_sum counts pages that forked workers share once per process; peak_pss_sum splits them",
         "cuts": {},
     }  # fmt: skip
     for label, sha in select_cuts(revs, args.cuts):
