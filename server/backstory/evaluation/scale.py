@@ -31,9 +31,6 @@ MB = 1e6
 LONG_GIT_LOG_S = 60.0  # a `git log -p` longer than this is run once, whatever --runs says
 
 
-# -- cuts -------------------------------------------------------------------------------------------------------
-
-
 def select_cuts(revs: list[str], spec: str) -> list[tuple[str, str]]:
     """(label, sha) per cut of ``spec`` ("5000,20000,all"): the Nth of ``revs`` (oldest first), ``all`` the
     last; a number past the end is an error, and cuts come out once each, smallest first."""
@@ -72,31 +69,20 @@ def du_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-# -- process tree: RSS from /proc -------------------------------------------------------------------------------
-
-
-def _parents() -> dict[int, int]:
-    out: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            out[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])  # after "pid (comm) state"
-    return out
-
-
 def tree_pids(root: int) -> list[int]:
-    """``root`` and all its descendants alive now."""
+    """``root`` and all its descendants alive now (parents read from every /proc/PID/stat)."""
     children: dict[int, list[int]] = {}
-    for pid, ppid in _parents().items():
-        children.setdefault(ppid, []).append(pid)
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])  # "pid (comm) state ppid ..."
+        children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [root]
     while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], []))
     return found
 
 
@@ -139,9 +125,6 @@ class PeakRss:
         self._done.set()
         self._thread.join()
         return {**{f"{k}_mb": round(v / MB, 1) for k, v in self.peaks.items()}, "rss_samples": self.samples}
-
-
-# -- timed runs -------------------------------------------------------------------------------------------------
 
 
 def _cli(*args: str) -> list[str]:
@@ -220,9 +203,6 @@ def git_log_reference(cut: Path, runs: int) -> dict[str, Any]:
     return {"git_log_p_s": round(statistics.median(times), 3), "git_log_p_runs": len(times)}
 
 
-# -- one cut ----------------------------------------------------------------------------------------------------
-
-
 def measure_cut(cut: Path, index_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from ..search.engine import Engine
     from ..search.options import TEXT_LANES, ModelConfig, SearchOptions
@@ -265,9 +245,6 @@ def measure_cut(cut: Path, index_dir: Path, args: argparse.Namespace) -> dict[st
     res["index_ratio_to_git_dir"] = round(total / git_bytes, 2) if git_bytes else None
     engine.store.close()
     return res
-
-
-# -- report -----------------------------------------------------------------------------------------------------
 
 
 def machine() -> dict[str, Any]:
