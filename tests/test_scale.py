@@ -63,5 +63,5 @@ def test_the_index_report_is_the_last_json_line_and_the_table_lines_up() -> None
     }  # fmt: skip
     lines = table({"20000": row, "all": {**row, "commits": 81966}}).splitlines()
     assert len(lines) == 3 and len({len(line) for line in lines}) == 1
-    assert lines[1].split() == ["20000", "19,790", "27", "10.0", "184.0", "18.4", "233", "900/600/300",
+    assert lines[1].split() == ["20000", "19,790", "27", "10.0", "184.0", "18.4", "233", "-", "900/600/300",
                                 "144", "5.4", "6.5", "12.5/18.1"]  # fmt: skip

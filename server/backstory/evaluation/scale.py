@@ -174,7 +174,7 @@ def first_results(cut: Path, index_dir: Path, query: str, timeout: float) -> dic
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     res: dict[str, Any] = {"query": query, "s": None}
-    ask = _cli("query", query, "-C", str(cut), "--index-dir", str(index_dir), "--no-dense", "--json", "-k", "1")
+    ask = _cli("query", "-C", str(cut), "--index-dir", str(index_dir), "--no-dense", "--json", "-k", "1", "--", query)
     while time.perf_counter() - t < timeout:
         finished, asked = indexer.poll() is not None, time.perf_counter()
         if subprocess.run(ask, capture_output=True).returncode == 0:
@@ -268,6 +268,7 @@ COLUMNS: list[tuple[str, Any]] = [
     ("index s", lambda r: f"{r['index']['wall_s']:.1f}"),
     ("x git log", lambda r: f"{r['index_ratio_to_git_log'] or 0:.1f}"),
     ("CPU s", lambda r: f"{r['index']['cpu_s']:.0f}"),
+    ("dense s", lambda r: f"{r['dense']['wall_s']:.1f}" if "dense" in r else "-"),
     (
         "peak MB rss/pss/max",
         lambda r: "{peak_rss_sum_mb:.0f}/{peak_pss_sum_mb:.0f}/{peak_rss_largest_mb:.0f}".format(**r["index"]),
