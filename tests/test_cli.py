@@ -495,6 +495,12 @@ def test_status_is_human_readable_and_json_has_the_same_facts(indexed) -> None:
     assert status["pending"] == {"history": 0, "interrupted": 0, "merges": 0, "symbols": 0, "dense": 6}
     assert set(status["disk"]) == {"catalogue", "keyword_index", "vectors", "other", "rerank_states"}
     assert status["size_bytes"] == sum(v for k, v in status["disk"].items() if k != "rerank_states")
+    tables = status["catalogue_tables"]  # the budget per table (dbstat), largest first
+    assert tables["hunks"]["table"] > 0 and tables["commits"]["indexes"] > 0, tables
+    totals = [sum(v.values()) for v in tables.values()]
+    assert totals == sorted(totals, reverse=True)
+    assert 0 < sum(totals) <= status["disk"]["catalogue"]
+    assert "catalogue:     " in text and " hunks " in text.split("catalogue:     ")[1].split("\n")[0]
     assert status["next"] == "run `backstory index` to embed 6 file change(s)"
     repo = GitRepo.__new__(GitRepo)
     repo.path, repo.n = path, 30
@@ -518,6 +524,11 @@ def test_status_after_an_interrupted_run_has_no_none() -> None:
         "options": {"no_messages": False, "symbols": True, "max_file_bytes": 1_000_000},
         "dense": None, "hunks": 10, "files": 10, "embedded_files": 0, "size_bytes": 1000,
         "disk": {"catalogue": 600, "keyword_index": 400, "vectors": 0, "other": 0, "rerank_states": 0},
+        "catalogue_tables": {
+            "hunks": {"table": 3_000_000, "indexes": 500_000}, "commits": {"table": 1_200_000, "indexes": 0},
+            "files": {"table": 800_000, "indexes": 100_000}, "merge_paths": {"table": 4096, "indexes": 4096},
+            "state": {"table": 4096, "indexes": 0}, "sqlite_schema": {"table": 4096, "indexes": 0},
+        },
         "pending": {"history": 2529, "interrupted": 12, "merges": 3, "dense": 10},
         "next": "run `backstory index` to add the 2,529 commit(s) behind HEAD",
     }  # fmt: skip
@@ -526,6 +537,10 @@ def test_status_after_an_interrupted_run_has_no_none() -> None:
     assert rows["history"] == "800 commits indexed, 2,529 behind HEAD"
     assert rows["interrupted"].startswith("12 commits half-written")
     assert rows["merge diffs"].startswith("3 merge files")
+    assert rows["catalogue"] == (
+        "hunks 3.5 MB (indexes 500.0 kB), commits 1.2 MB, files 900.0 kB (indexes 100.0 kB), "
+        "merge_paths 8.2 kB (indexes 4.1 kB), 2 more 8.2 kB"
+    )
     assert "None" not in "".join(rows.values())
 
 

@@ -164,6 +164,21 @@ class Catalog:
         """SQLite's own check of every page (``PRAGMA quick_check``): ~0.5 s per 100 MB of catalogue."""
         return integrity.catalogue_problem(self._db)
 
+    def table_sizes(self) -> dict[str, dict[str, int]] | None:
+        """Bytes of catalogue pages per table, its indexes apart: ``{table: {"table": b, "indexes": b}}``,
+        largest first (free pages are in no table). Reads every page, like :meth:`quick_check`. None where this
+        SQLite lacks the ``dbstat`` table (built without SQLITE_ENABLE_DBSTAT_VTAB): unknown, not zero."""
+        owner = dict(self._db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type='index'").fetchall())
+        try:
+            rows = self._db.execute("SELECT name, pgsize FROM dbstat WHERE aggregate=TRUE").fetchall()
+        except sqlite3.OperationalError:
+            return None
+        sizes: dict[str, dict[str, int]] = {}
+        for name, pgsize in rows:
+            entry = sizes.setdefault(owner.get(name, name), {"table": 0, "indexes": 0})
+            entry["indexes" if name in owner else "table"] += int(pgsize or 0)
+        return dict(sorted(sizes.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])))
+
     def indexed_hunks(self) -> tuple[int, int]:
         """(hunks of indexed commits, commits pending): what the Tantivy index must hold at least / may hold more."""
         row = self._db.execute(

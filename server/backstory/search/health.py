@@ -70,6 +70,9 @@ def status(engine: Engine, thorough: bool = True) -> dict[str, Any]:
             size_bytes=sum(sizes.values()),
             states_bytes=states,
             disk={**sizes, "rerank_states": states},
+            # bytes per catalogue table (with its indexes): read page by page, so only with the thorough check;
+            # None = not measured or this SQLite cannot tell (no dbstat)
+            catalogue_tables=catalog.table_sizes() if thorough else None,
             pending={
                 "history": (behind or 0) if behind is not None else None,
                 "interrupted": catalog.pending_commits(),

@@ -280,6 +280,16 @@ def _built_with(options: dict[str, Any], dense: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
+def _largest_tables(tables: dict[str, dict[str, int]], shown: int = 4) -> str:
+    """``hunks 37.0 MB (indexes 4.1 MB), files 12.3 MB, ...``: the largest catalogue tables, the rest summed."""
+    totals = sorted(((sum(v.values()), name, v.get("indexes", 0)) for name, v in tables.items()), reverse=True)
+    parts = [f"{name} {size(total)}" + (f" (indexes {size(ix)})" if ix else "") for total, name, ix in totals[:shown]]
+    rest = totals[shown:]
+    if rest:
+        parts.append(f"{len(rest)} more {size(sum(t[0] for t in rest))}")
+    return ", ".join(parts)
+
+
 def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple[str, str]]:
     """``status`` as (label, text) rows: the same facts ``--json`` gives."""
     now = time.time() if now is None else now
@@ -326,6 +336,8 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
             f"vectors {size(disk.get('vectors'))}",
         ]
         rows.append(("disk", ", ".join(parts)))
+        if status.get("catalogue_tables"):
+            rows.append(("catalogue", _largest_tables(status["catalogue_tables"])))
         rows.append(("built with", _built_with(status.get("options", {}), status.get("dense"))))
         if status.get("skipped_files"):
             skipped = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in status["skipped_files"].items())
