@@ -1,4 +1,4 @@
-"""The dulwich history reader against real repositories built with the git CLI."""
+"""The history reader (libgit2 through pygit2) against real repositories built with the git CLI."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from backstory.history.diff import diff_hunks
-from backstory.history.policy import PathPolicy
 from backstory.history.libgit import walk
+from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit, reading
 from backstory.history.repo import EmptyRepository, HistoryError, head_sha, open_repo
 from backstory.index import parallel
