@@ -21,12 +21,14 @@ import pygit2
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, CHANGE_MODIFY, TreeChange
 from dulwich.objects import ObjectID, TreeEntry
 from dulwich.repo import Repo
-from pygit2.enums import DeltaStatus
+from pygit2.enums import DeltaStatus, ObjectType
 
 from .model import CommitInfo
 from .repo import _codec, _split_message, shallow_roots
 
 BLOB_CACHE_BYTES = 32 << 20  # recent blobs kept: a commit's old blob is often the next one's new blob
+TREE_CACHE_LIMIT = 1 << 20  # largest tree (or commit) libgit2 keeps in its object cache
+OBJECT_CACHE_BYTES = 128 << 20  # libgit2's object cache, per process
 
 _KINDS = {DeltaStatus.ADDED: CHANGE_ADD, DeltaStatus.DELETED: CHANGE_DELETE, DeltaStatus.MODIFIED: CHANGE_MODIFY}
 
@@ -35,7 +37,18 @@ _KINDS = {DeltaStatus.ADDED: CHANGE_ADD, DeltaStatus.DELETED: CHANGE_DELETE, Del
 def open_repository(git_dir: str) -> pygit2.Repository:
     """The libgit2 handle of a git directory (a linked worktree's own one works too); cached per directory.
     libgit2 rescans the object database when an id is not found, so objects written later are seen."""
+    _cache_trees()
     return pygit2.Repository(git_dir)
+
+
+@functools.cache
+def _cache_trees() -> None:
+    """Let libgit2 keep trees of any size (process-wide). By default it caches none over 4 KiB, and a large
+    project's top trees are bigger: every tree diff inflated them from the pack again (2x the time of git/git's
+    tree diffs). Commits get the same, for long messages; the cache as a whole stays bounded."""
+    pygit2.settings.cache_object_limit(ObjectType.TREE, TREE_CACHE_LIMIT)
+    pygit2.settings.cache_object_limit(ObjectType.COMMIT, TREE_CACHE_LIMIT)
+    pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
 
 
 def of(repo: Repo) -> pygit2.Repository:

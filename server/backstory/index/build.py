@@ -25,13 +25,17 @@ from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import integrity, merge_diffs, relations, symbols_phase
 from .graph import deepened, reachable
 from .parallel import read_all
+from .prepare import hunk_docs, prepared
 from .progress import Progress
 from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
 from .symbols_phase import PENDING
-from .text_index import HunkDoc, add_docs, hunk_docs, open_index
+from .text_index import HunkDoc, add_docs, open_index
 
-BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits per durable batch
+BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits in the first durable batch
 BATCH_HUNKS = 4000
+# later batches double up to these: the first results come as soon as the first batch commits, and past it each
+# Tantivy commit and SQLite transaction (~50 ms on git/git) is paid once per larger batch
+BATCH_GROWTH_MAX = 8
 
 log = logging.getLogger(__name__)
 
@@ -214,20 +218,22 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             progress("history", 0, total)
         batch: list[CommitDiff | CommitInfo] = []
         batch_hunks = 0
+        growth = 1
         # a long run indexes the keyword lanes first and attaches symbols in a phase of its own (searchable
         # sooner); a short one reads each commit once
         inline = len(todo) < symbols_phase.DEFER_FROM
-        for item in read_all(repo, todo, policy, options.symbols and inline):
+        for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages):
             if cancel is not None and cancel.is_set():
                 report.cancelled = True
                 break
             batch.append(item)
             if isinstance(item, CommitDiff):
                 batch_hunks += sum(len(f.hunks) for f in item.files)
-            if len(batch) >= BATCH_COMMITS or batch_hunks >= BATCH_HUNKS:
+            if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
                 _write_batch(store, writer, None if inline else staging, batch, options, report)
                 done += len(batch)
                 batch, batch_hunks = [], 0
+                growth = min(growth * 2, BATCH_GROWTH_MAX)
                 if progress:
                     progress("history", done, total)
         if batch:
@@ -351,16 +357,15 @@ def _write_batch(
             "INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)",
             [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
         )
-        relations.record(db, infos, diffs)
+        relations.record(db, infos, [(cd.commit.sha, prepared(cd, options.no_messages).patch) for cd in diffs])
+        marks = []
         for b in batch:
             cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}
             count = sum(len(f.hunks) for f in b.files) if isinstance(b, CommitDiff) else 0
             sha = b.commit.sha if isinstance(b, CommitDiff) else b.sha
-            db.execute(
-                "UPDATE commits SET state='indexed', indexed_at=?, n_hunks=?, skipped=? WHERE sha=?",
-                (stamp, count, json.dumps(cd_skipped, sort_keys=True), sha),
-            )
+            marks.append((stamp, count, json.dumps(cd_skipped, sort_keys=True), sha))
             for k, v in cd_skipped.items():
                 report.skipped[k] = report.skipped.get(k, 0) + v
+        db.executemany("UPDATE commits SET state='indexed', indexed_at=?, n_hunks=?, skipped=? WHERE sha=?", marks)
     report.new_commits += len(infos)
     report.hunks += n_hunks

@@ -25,6 +25,7 @@ from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.reader import read_commit, read_merge
 from ..history.repo import open_repo
+from .prepare import prepare
 
 CHUNK = 24  # commits per task: the unit in which results stream back
 SEGMENT_MAX = 1024  # commits per segment at most (bounds what is read ahead of the writer)
@@ -48,23 +49,26 @@ def exit_with_parent(parent: int) -> None:
             os._exit(0)
 
 
-def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, parent: int) -> None:
+def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, no_messages: bool, parent: int) -> None:
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     _worker["repo"] = open_repo(path)
     gitattributes, backstoryignore, excludes, max_bytes = policy_args
     _worker["policy"] = PathPolicy(gitattributes, backstoryignore, excludes, max_bytes)
     _worker["symbols"] = with_symbols
+    _worker["no_messages"] = no_messages
 
 
-def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool) -> CommitDiff:
+def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool, no_messages: bool) -> CommitDiff:
     if info.is_merge:
         return read_merge(repo, info, with_symbols=with_symbols)
-    return read_commit(repo, info, policy, with_symbols=with_symbols)
+    cd = read_commit(repo, info, policy, with_symbols=with_symbols)
+    cd.prepared = prepare(cd, no_messages)  # the writer's text work, done here in parallel
+    return cd
 
 
 def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
-    repo, policy, with_symbols = _worker["repo"], _worker["policy"], _worker["symbols"]
-    return [_read(repo, i, policy, with_symbols) for i in infos]
+    w = _worker
+    return [_read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"]) for i in infos]
 
 
 def segments(total: int, n: int) -> list[tuple[int, int]]:
@@ -80,18 +84,23 @@ def segments(total: int, n: int) -> list[tuple[int, int]]:
     return [(start, min(total, start + size)) for start in range(0, total, size)]
 
 
-def read_all(repo: Repo, todo: Sequence[CommitInfo], policy: PathPolicy, with_symbols: bool) -> Iterator[CommitDiff]:
-    """Every commit of ``todo`` read (merges recorded with their changed paths), in order."""
+def read_all(
+    repo: Repo, todo: Sequence[CommitInfo], policy: PathPolicy, with_symbols: bool, no_messages: bool = False
+) -> Iterator[CommitDiff]:
+    """Every commit of ``todo`` read (merges recorded with their changed paths) and prepared for the writer
+    (`index.prepare`), in order."""
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:
-            yield _read(repo, info, policy, with_symbols)
+            yield _read(repo, info, policy, with_symbols, no_messages)
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
     # one single-process pool per worker, so that a segment's chunks all go to the same process, in order
     pools = [
-        ProcessPoolExecutor(1, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols, os.getpid()))
+        ProcessPoolExecutor(
+            1, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols, no_messages, os.getpid())
+        )
         for _ in range(n)
     ]
     plan = segments(len(todo), n)

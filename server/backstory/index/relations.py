@@ -21,7 +21,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from ..history.model import CommitDiff, CommitInfo
+from ..history.model import CommitInfo
 
 DDL = """
 CREATE TABLE IF NOT EXISTS patch_ids (sha TEXT PRIMARY KEY, forward TEXT NOT NULL, inverse TEXT NOT NULL);
@@ -110,28 +110,24 @@ def patch_ids(files: Iterable[tuple[str, str, list[tuple[str, list[str]]]]]) -> 
     return digest(forward), digest(inverse)
 
 
-def record(db: sqlite3.Connection, infos: Sequence[CommitInfo], diffs: Sequence[CommitDiff]) -> None:
-    """The relation rows of a batch (inside the transaction that marks it indexed; :func:`ensure` ran)."""
+def record(
+    db: sqlite3.Connection, infos: Sequence[CommitInfo], patches: Sequence[tuple[str, tuple[str, str] | None]]
+) -> None:
+    """The relation rows of a batch (inside the transaction that marks it indexed; :func:`ensure` ran):
+    references from the messages of ``infos``, and ``patches``, (sha, :func:`patch_ids`) per non-merge commit."""
     shas = [c.sha for c in infos]
     purge(db, shas)  # a batch redone after a crash
     db.executemany(
         "INSERT INTO commit_refs(sha, kind, target) VALUES (?,?,?)",
         [(c.sha, kind, target) for c in infos for kind, target in references(c.subject, c.body)],
     )
-    rows = []
-    for cd in diffs:
-        ids = patch_ids(
-            (f.path, f.old_path, [(h.ops, h.changed_text.split("\n")) for h in f.hunks]) for f in cd.files if f.hunks
-        )
-        if ids is not None:
-            rows.append((cd.commit.sha, *ids))
+    rows = [(sha, *ids) for sha, ids in patches if ids is not None]
     db.executemany("INSERT OR REPLACE INTO patch_ids(sha, forward, inverse) VALUES (?,?,?)", rows)
 
 
 def purge(db: sqlite3.Connection, shas: Sequence[str]) -> None:
-    for sha in shas:
-        db.execute("DELETE FROM commit_refs WHERE sha=?", (sha,))
-        db.execute("DELETE FROM patch_ids WHERE sha=?", (sha,))
+    db.executemany("DELETE FROM commit_refs WHERE sha=?", [(sha,) for sha in shas])
+    db.executemany("DELETE FROM patch_ids WHERE sha=?", [(sha,) for sha in shas])
 
 
 def backfill(db: sqlite3.Connection) -> int:

@@ -32,9 +32,10 @@ from dulwich.repo import Repo
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from .parallel import read_all
+from .prepare import hunk_docs
 from .progress import Progress
 from .store import Store, StoreError
-from .text_index import HunkDoc, add_docs, hunk_docs, index_exists, open_index
+from .text_index import HunkDoc, add_docs, index_exists, open_index
 
 PENDING = -1  # files.parsed: in a supported language, symbols not attached yet
 DEFER_FROM = 500  # commits in one run from which symbols get a phase of their own
@@ -112,7 +113,7 @@ def attach(
         progress("symbols", 0, total)
     batch: list[CommitDiff] = []
     hunks = 0
-    for cd in read_all(repo, todo, policy, True):
+    for cd in read_all(repo, todo, policy, True, no_messages):
         if cancel is not None and cancel.is_set():
             break
         batch.append(cd)

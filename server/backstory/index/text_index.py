@@ -14,7 +14,6 @@ from pathlib import Path
 
 import tantivy
 
-from ..history.model import CommitDiff
 from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
 from .store import StoreError
 
@@ -73,7 +72,7 @@ def open_index(directory: Path, *, create: bool) -> tantivy.Index:
 
 @dataclass(frozen=True, slots=True)
 class HunkDoc:
-    """What one hunk contributes to the text lanes and filters."""
+    """What one hunk contributes to the text lanes and filters; lane texts are analyzer-ready (`code_text`)."""
 
     uid: int
     sha: str
@@ -88,38 +87,6 @@ class HunkDoc:
     time: int
 
 
-def hunk_docs(cd: CommitDiff, first_uid: int, no_messages: bool) -> list[HunkDoc]:
-    """The Tantivy documents of a commit's hunks, numbered from ``first_uid`` in file and hunk order (the
-    catalogue's order): the history phase adds them, the symbols phase replaces them once symbols are known."""
-    c = cd.commit
-    message = "" if no_messages else f"{c.subject}\n{c.body}"
-    author = f"{c.author_name} <{c.author_email}>"
-    docs: list[HunkDoc] = []
-    uid = first_uid
-    for f in cd.files:
-        siblings = " ".join(f.sibling_symbols)
-        paths = [f.path] if f.old_path == f.path else [f.path, f.old_path]
-        path_text = " ".join(paths)  # one string per file: `add_docs` tokenizes it once for all its hunks
-        for h in f.hunks:
-            docs.append(
-                HunkDoc(
-                    uid=uid,
-                    sha=c.sha,
-                    diff=h.changed_text,
-                    message=message,
-                    path=path_text,
-                    symbol=" ".join(s.name for s in h.symbols),
-                    siblings=siblings,
-                    paths=paths,
-                    language=f.language or "",
-                    author=author,
-                    time=c.author_time,
-                )
-            )
-            uid += 1
-    return docs
-
-
 def distinct_tokens(names: str) -> str:
     """The sibling field's text: each token of the names once (lower-cased, first-seen order).
 
@@ -131,35 +98,20 @@ def distinct_tokens(names: str) -> str:
 
 
 def add_docs(writer: tantivy.IndexWriter, docs: Sequence[HunkDoc]) -> None:
-    """Add one document per hunk. The hunks of one commit share its message, and those of one file its sibling
-    names and paths: each of those texts is prepared once per run of hunks that share it (the same string
-    object, as `index.build` makes them), not once per hunk."""
-    shared: dict[str, tuple[str, str]] = {}  # field → (the last source string, its code_text)
-
-    def once(field: str, text: str) -> str:
-        last = shared.get(field)
-        if last is not None and last[0] is text:
-            return last[1]
-        if field == "siblings":
-            out = distinct_tokens(text)
-        else:
-            out = code_text(text.replace("/", " ") if field == "path" else text)
-        shared[field] = (text, out)
-        return out
-
+    """Add one document per hunk (texts already analyzer-ready: `index.prepare`)."""
     for d in docs:
         doc = tantivy.Document()
         doc.add_unsigned("uid", d.uid)
         doc.add_text("sha", d.sha)
-        doc.add_text("diff", code_text(d.diff))
-        doc.add_text("message", once("message", d.message))
-        doc.add_text("path", once("path", d.path))
-        doc.add_text("symbol", code_text(d.symbol))
-        doc.add_text("siblings", once("siblings", d.siblings))
+        doc.add_text("diff", d.diff)
+        doc.add_text("message", d.message)
+        doc.add_text("path", d.path)
+        doc.add_text("symbol", d.symbol)
+        doc.add_text("siblings", d.siblings)
         for p in d.paths:
             doc.add_text("path_raw", p)
         doc.add_text("language", d.language)
-        doc.add_text("author", d.author.lower())
+        doc.add_text("author", d.author)
         doc.add_integer("time", d.time)
         writer.add_document(doc)
 
