@@ -234,3 +234,23 @@ def test_neovim_sends_only_server_commands() -> None:
         for key in re.findall(r"\bserver_commands\.(\w+)", code):
             assert key in server, f"{where}: server_commands.{key} is not defined"
         assert_known(quoted_names(code), where, set(ui))
+
+
+def test_indexing_phases_agree() -> None:
+    """Each client words an indexing phase's progress as the server's table does (index/progress.py)."""
+    from backstory.index.progress import PHASES
+
+    vscode = {
+        k: (label, unit)
+        for k, label, unit in re.findall(
+            r'^\s*(\w+): \["([^"]+)", "(\w+)"\],', read(VSCODE / "src" / "statusText.ts"), re.M
+        )
+    }
+    nvim = {
+        k: (label, unit)
+        for k, label, unit in re.findall(
+            r'^\s*(\w+) = \{ "([^"]+)", "(\w+)" \},', read(NVIM / "lua" / "backstory" / "format.lua"), re.M
+        )
+    }
+    assert vscode == PHASES
+    assert nvim == PHASES

@@ -13,6 +13,7 @@ const fmt = (n: number) => n.toLocaleString("en-US");
 const PHASES: Record<string, [string, string]> = {
   history: ["indexing history", "commits"],
   merges: ["diffing merges", "files"],
+  symbols: ["attaching symbols", "commits"],
   dense: ["embedding", "files"],
 };
 

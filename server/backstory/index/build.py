@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import tantivy
 from dulwich.repo import Repo
 
 from .. import symbols
@@ -230,14 +231,14 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             if isinstance(item, CommitDiff):
                 batch_hunks += sum(len(f.hunks) for f in item.files)
             if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
-                _write_batch(store, writer, None if inline else staging, batch, options, report)
+                _write_batch(store, writer, staging, batch, options, report, not inline)
                 done += len(batch)
                 batch, batch_hunks = [], 0
                 growth = min(growth * 2, BATCH_GROWTH_MAX)
                 if progress:
                     progress("history", done, total)
         if batch:
-            _write_batch(store, writer, None if inline else staging, batch, options, report)
+            _write_batch(store, writer, staging, batch, options, report, not inline)
             done += len(batch)
             if progress:
                 progress("history", done, total)
@@ -255,7 +256,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         staging.close()
 
 
-def _purge(store: Store, writer, staging: symbols_phase.Staging, shas: Iterable[str]) -> None:  # type: ignore[no-untyped-def]
+def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Staging, shas: Iterable[str]) -> None:
     shas = list(shas)
     with store.transaction() as db:  # first no longer trusted (their hunks and documents go next, in that order)
         db.executemany("UPDATE commits SET state='pending' WHERE sha=?", [(sha,) for sha in shas])
@@ -284,15 +285,16 @@ def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
 
 def _write_batch(
     store: Store,
-    writer,
-    staging: symbols_phase.Staging | None,
+    writer: tantivy.IndexWriter,
+    staging: symbols_phase.Staging,
     batch: list[CommitDiff | CommitInfo],
     options: BuildOptions,
-    report,
+    report: IndexReport,
+    defer: bool,
 ) -> None:
-    """``staging``: symbols are attached later (`symbols_phase`); a commit with a file waiting for them goes to
-    the staging index, the rest to the main one. None: symbols were read inline, everything goes to the main
-    index."""  # type: ignore[no-untyped-def]
+    """``defer``: symbols are attached later (`symbols_phase`): a commit with a file waiting for them goes to
+    the staging index, the rest to the main one. Otherwise symbols were read inline: everything goes to the
+    main index."""
     infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
     diffs = [b for b in batch if isinstance(b, CommitDiff)]
     n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
@@ -310,13 +312,12 @@ def _write_batch(
     # 2. Tantivy: drop whatever a killed run left for these commits, add the hunks, commit
     for c in infos:
         writer.delete_documents_by_term("sha", c.sha)
-    if staging is not None:
-        staging.delete([c.sha for c in infos])
+    staging.delete([c.sha for c in infos])  # a killed run may have staged them
     docs: list[HunkDoc] = []
     staged: list[HunkDoc] = []
     hunk_rows: list[tuple[Any, ...]] = []
     file_rows: list[tuple[Any, ...]] = []
-    later = options.symbols and staging is not None  # supported files get their symbols in the symbols phase
+    later = options.symbols and defer  # supported files get their symbols in the symbols phase
     supported = symbols.supported_languages()
     for cd in diffs:
         c = cd.commit
@@ -336,10 +337,8 @@ def _write_batch(
     add_docs(writer, docs)
     writer.commit()
     if staged:
-        assert staging is not None
         add_docs(staging.writer(), staged)
-    if staging is not None:
-        staging.commit()  # its deletes, if it is open
+    staging.commit()  # its deletes and documents, if it is open
     # 3. the catalogue says "indexed" only once Tantivy has committed
     stamp = time.time()
     with store.transaction() as db:

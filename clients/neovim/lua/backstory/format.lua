@@ -490,6 +490,7 @@ end
 local PHASES = {
   history = { "indexing history", "commits" },
   merges = { "diffing merges", "files" },
+  symbols = { "attaching symbols", "commits" },
   dense = { "embedding", "files" },
 }
 
