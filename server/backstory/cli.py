@@ -135,6 +135,11 @@ def _parser(tuning_help: bool | None = None) -> argparse.ArgumentParser:
     ix.add_argument("--no-dense", action="store_true", help="skip the embedding phase (keyword search only)")
     ix.add_argument("--no-symbols", action="store_true", help="skip tree-sitter symbol attribution")
     ix.add_argument(
+        "--all-branches", action="store_true",
+        help="index every local branch's history too, from now on (search them with query --branch / "
+        "--all-branches; HEAD's history stays the default); --rebuild goes back to HEAD's only",
+    )  # fmt: skip
+    ix.add_argument(
         "--max-file-bytes", type=_count, default=1_000_000, metavar="N",
         help="skip file versions larger than this (default 1000000)",
     )  # fmt: skip
@@ -179,6 +184,13 @@ def _parser(tuning_help: bool | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     q.add_argument(
         "--hide-reverted", action="store_true", help="leave out commits that were reverted (and not re-applied)"
+    )
+    scope = q.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--branch", metavar="REF", help="search REF's history (a branch, tag or commit) instead of HEAD's"
+    )
+    scope.add_argument(
+        "--all-branches", action="store_true", help="search every branch's history (an index built with it)"
     )
     q.add_argument("--hunks", "-v", action="store_true", help="show each commit's matching hunks")
     color(q)
@@ -305,7 +317,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     try:
         result = run_index(
             args.path, options=opts, index_dir=args.index_dir, rebuild=args.rebuild, dense=not args.no_dense,
-            model_path=args.model, progress=view, wait=args.wait,
+            model_path=args.model, progress=view, wait=args.wait, all_branches=args.all_branches,
         )  # fmt: skip
     finally:
         view.close()
@@ -388,6 +400,7 @@ def _search_options(args: argparse.Namespace) -> Any:
     return SearchOptions(
         k=args.k, filters=filters, rerank=not args.no_rerank, lanes=lanes, fusion=args.fusion,
         second_stage=args.second_stage, dense_pool=args.dense_pool, hide_reverted=args.hide_reverted,
+        branch=args.branch, all_branches=args.all_branches,
     )  # fmt: skip
 
 

@@ -50,3 +50,18 @@ async def test_malformed_params_are_invalid_params_and_the_server_keeps_serving(
         await cmd(client, SEARCH, {"query": "retry", "since": "not a date"})
     again = await cmd(client, SEARCH, {"query": "date formatting"})
     assert again["results"]
+
+
+async def test_branch_scope_params(client: BackstoryClient) -> None:
+    """``branch`` names a revision (HEAD's own history here: the same answer); an unknown one is said in the
+    hint; ``allBranches`` on an index of HEAD's history only says how to widen it; a wrong type is invalid."""
+    query = "retry an HTTP request with exponential backoff"
+    plain = await cmd(client, SEARCH, {"query": query})
+    on_head = await cmd(client, SEARCH, {"query": query, "branch": "HEAD"})
+    assert [r["commit"]["sha"] for r in on_head["results"]] == [r["commit"]["sha"] for r in plain["results"]]
+    unknown = await cmd(client, SEARCH, {"query": query, "branch": "no-such-branch"})
+    assert not unknown["results"] and "unknown revision 'no-such-branch'" in unknown["_meta"]["hint"]
+    everywhere = await cmd(client, SEARCH, {"query": query, "allBranches": True})
+    assert any("--all-branches" in w for w in everywhere["_meta"]["warnings"])
+    with pytest.raises(JsonRpcInvalidParams, match="allBranches"):
+        await cmd(client, SEARCH, {"query": query, "allBranches": "yes"})

@@ -57,6 +57,8 @@ SERVER_HELP = {
     "exclude": "Glob patterns of paths to leave out of the index.",
     "recencyWeight": "How much a recent commit is favoured (0-1; score × (1 + w · exp(−age/90 days))).",
     "dense": "Use the dense (embedding) lane.",
+    "allBranches": "Index every local branch's history too, and search all of them (a request's `branch` or "
+    "`allBranches` overrides it; HEAD's history only when off).",
 }
 
 

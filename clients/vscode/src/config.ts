@@ -12,6 +12,7 @@ export interface Settings {
   resultsCount: number;
   rerank: boolean;
   secondStage: "learned" | "blend";
+  allBranches: boolean;
   hoverEnabled: boolean;
   hoverPrewarm: boolean;
   trace: string;
@@ -29,6 +30,7 @@ export function readSettings(cfg: ConfigGetter): Settings {
     resultsCount: Number.isFinite(count) ? Math.min(100, Math.max(1, Math.round(count))) : 10,
     rerank: cfg.get<boolean>("rerank") !== false,
     secondStage: cfg.get<string>("secondStage") === "blend" ? "blend" : "learned",
+    allBranches: cfg.get<boolean>("allBranches") === true,
     hoverEnabled: cfg.get<boolean>("hover.enabled") ?? true,
     hoverPrewarm: cfg.get<boolean>("hover.prewarm") !== false,
     trace: String(cfg.get<string>("trace.server") ?? "off"),
@@ -46,6 +48,7 @@ export function serverSection(s: Settings): Record<string, unknown> {
     results: { count: s.resultsCount },
     rerank: s.rerank,
     secondStage: s.secondStage,
+    allBranches: s.allBranches,
     // links: the hover's command links (open a change, its diff, all changes, prior art) run in VS Code
     hover: { enabled: s.hoverEnabled, prewarm: s.hoverPrewarm, links: true },
     trace: { server: s.trace },
@@ -53,4 +56,4 @@ export function serverSection(s: Settings): Record<string, unknown> {
 }
 
 /** Settings whose change needs a new server (everything but tracing and the test hook). */
-export const RESTART_KEYS = ["server", "results", "rerank", "secondStage", "hover"].map((k) => `${SECTION}.${k}`);
+export const RESTART_KEYS = ["server", "results", "rerank", "secondStage", "allBranches", "hover"].map((k) => `${SECTION}.${k}`);

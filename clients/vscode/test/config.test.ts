@@ -14,6 +14,7 @@ describe("settings", () => {
       resultsCount: 10,
       rerank: true,
       secondStage: "learned",
+      allBranches: false,
       hoverEnabled: true,
       hoverPrewarm: true,
       trace: "off",
@@ -30,6 +31,8 @@ describe("settings", () => {
     assert.equal(readSettings(getter({ "results.count": 0 })).resultsCount, 1);
     assert.equal(readSettings(getter({ secondStage: "blend" })).secondStage, "blend");
     assert.equal(readSettings(getter({ secondStage: "bogus" })).secondStage, "learned");
+    assert.equal(readSettings(getter({ allBranches: true })).allBranches, true);
+    assert.equal(readSettings(getter({ allBranches: "yes" })).allBranches, false);
   });
   it("builds the section sent as initializationOptions and for workspace/configuration", () => {
     const s = readSettings(getter({ "server.path": "/x/backstory", "results.count": 7, rerank: false, "trace.server": "verbose" }));
@@ -38,6 +41,7 @@ describe("settings", () => {
       results: { count: 7 },
       rerank: false,
       secondStage: "learned",
+      allBranches: false,
       hover: { enabled: true, prewarm: true, links: true },
       trace: { server: "verbose" },
     });
@@ -48,6 +52,7 @@ describe("settings", () => {
       "backstory.results",
       "backstory.rerank",
       "backstory.secondStage",
+      "backstory.allBranches",
       "backstory.hover",
     ]);
   });

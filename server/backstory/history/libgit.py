@@ -24,7 +24,7 @@ from dulwich.repo import Repo
 from pygit2.enums import DeltaStatus, ObjectType
 
 from .model import CommitInfo
-from .repo import _codec, _split_message, shallow_roots
+from .repo import HistoryError, _codec, _split_message, shallow_roots
 
 BLOB_CACHE_BYTES = 32 << 20  # recent blobs kept: a commit's old blob is often the next one's new blob
 TREE_CACHE_LIMIT = 1 << 20  # largest tree (or commit) libgit2 keeps in its object cache
@@ -174,3 +174,29 @@ class BlobCache:
             _k, old = self._cache.popitem(last=False)
             self._size -= len(old)
         return data
+
+
+def branch_tips(git: pygit2.Repository) -> dict[str, str]:
+    """Local branch name -> the commit it points at (``git log --branches``' starting points)."""
+    tips: dict[str, str] = {}
+    for name in git.references:
+        if not name.startswith("refs/heads/"):
+            continue
+        try:
+            target = git.references[name].peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue  # a dangling or non-commit branch
+        tips[name[len("refs/heads/") :]] = str(target.id)
+    return tips
+
+
+def resolve_commit(git: pygit2.Repository, revision: str) -> str:
+    """The commit ``revision`` names, as git reads it (a branch, remote branch, tag, sha prefix, ``HEAD~2``);
+    a :class:`HistoryError` that names it otherwise."""
+    if not revision or revision.startswith("-"):
+        raise HistoryError(f"not a revision: {revision!r}")
+    try:
+        obj = git.revparse_single(revision)
+        return str(obj.peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise HistoryError(f"unknown revision {revision!r}: name a branch, tag or commit") from None

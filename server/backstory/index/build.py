@@ -20,11 +20,12 @@ import tantivy
 from dulwich.repo import Repo
 
 from .. import symbols
+from ..history import libgit
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import integrity, merge_diffs, relations, symbols_phase
-from .graph import deepened, reachable
+from .graph import SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
 from .progress import Progress
@@ -138,20 +139,23 @@ def index_repository(
     cancel: threading.Event | None = None,
     wait: float = 0.0,
     verify: bool = True,
+    all_branches: bool = False,
 ) -> IndexReport:
     """Bring the index up to date with HEAD. Raises HistoryError / StoreError subclasses with clear messages.
 
     ``verify``: check every catalogue page first (``PRAGMA quick_check``, ~0.5 s per 100 MB); the language
-    server's small in-process updates skip it (their process wrote the catalogue last)."""
+    server's small in-process updates skip it (their process wrote the catalogue last). ``all_branches``: from
+    now on the index holds every local branch's history too (searched with ``--branch`` / ``--all-branches``;
+    HEAD's history stays the default scope); later runs keep doing so until ``--rebuild``."""
     options = options or BuildOptions()
     repo = open_repo(path)
     try:
-        return _index(repo, options, store_for(repo, index_dir), rebuild, progress, cancel, wait, verify)
+        return _index(repo, options, store_for(repo, index_dir), rebuild, progress, cancel, wait, verify, all_branches)
     finally:
         repo.close()
 
 
-def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> IndexReport:  # type: ignore[no-untyped-def]
+def _index(repo, options, store, rebuild, progress, cancel, wait, verify, all_branches) -> IndexReport:  # type: ignore[no-untyped-def]
     head = head_sha(repo)
     started = time.monotonic()
     with store.write_lock(wait), integrity.reading_catalogue():
@@ -183,6 +187,9 @@ def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> Ind
             store.db  # noqa: B018 - creates the catalogue before the manifest claims an index exists
             store.write_manifest(new_manifest(manifest_opts))
         report = IndexReport(head=head)
+        if all_branches and not holds_branches(store):
+            with store.transaction() as db:
+                store.set_state(db, "scope", SCOPE_BRANCHES)
         _update(repo, store, index, head, options, policy, report, progress, cancel)
     report.seconds = time.monotonic() - started
     return report
@@ -190,7 +197,8 @@ def _index(repo, options, store, rebuild, progress, cancel, wait, verify) -> Ind
 
 def _update(repo, store, index, head, options, policy, report, progress, cancel) -> None:  # type: ignore[no-untyped-def]
     again = deepened(store, repo)  # a shallow clone's old boundary, deepened since: indexed again, with its parents
-    graph = reachable(store, repo, head, forget=again)
+    tips = sorted(libgit.branch_tips(libgit.of(repo)).values()) if holds_branches(store) else []
+    graph = reachable(store, repo, head, forget=again, tips=tips)
     known = {r[0]: r[1] for r in store.db.execute("SELECT sha, state FROM commits")}
     relations.ensure(store.db)
     if store.get_state("relations") != relations.VERSION:  # an index made before relations were recorded

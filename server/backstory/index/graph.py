@@ -7,6 +7,7 @@ commits are new; both come from one walk that costs a dictionary lookup per know
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dulwich.objects import Commit
@@ -25,16 +26,19 @@ class Graph:
     ordered: list[CommitInfo]  # commits reachable from HEAD that are not indexed yet, newest first
 
 
-def reachable(store: Store, repo: Repo, head: str, forget: frozenset[str] = frozenset()) -> Graph:
-    """What is reachable from ``head``; indexed commits are followed through their stored parents (those in
-    ``forget`` through git's, and counted as new)."""
+def reachable(
+    store: Store, repo: Repo, head: str, forget: frozenset[str] = frozenset(), tips: Sequence[str] = ()
+) -> Graph:
+    """What is reachable from ``head`` (and from ``tips``: the other branches of an index that holds them);
+    indexed commits are followed through their stored parents (those in ``forget`` through git's, and counted
+    as new)."""
     rows = store.db.execute("SELECT sha, parents FROM commits WHERE state='indexed'").fetchall()
     known = {r[0]: r[1] for r in rows if r[0] not in forget}
     shallow = shallow_roots(repo)
     git = libgit.of(repo)
     seen: set[str] = set()
     new: list[CommitInfo] = []
-    stack = [head]
+    stack = [*reversed(tips), head]
     while stack:
         sha = stack.pop()
         if sha in seen:
@@ -72,11 +76,19 @@ def deepened(store: Store, repo: Repo) -> frozenset[str]:
     return frozenset(out)
 
 
+SCOPE_BRANCHES = "branches"  # state "scope": the index holds every local branch's history, not only HEAD's
+
+
+def holds_branches(store: Store) -> bool:
+    return store.get_state("scope") == SCOPE_BRANCHES
+
+
 def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | None, int]:
     """Indexed commits reachable from HEAD (None = all of them) and how many reachable commits are not indexed.
 
-    When HEAD is the commit the last complete run indexed, every indexed commit is reachable (that run purged
-    the rest), so the walk is skipped: this keeps query latency flat on large histories.
+    When HEAD is the commit the last complete run indexed and the index holds HEAD's history only, every
+    indexed commit is reachable (that run purged the rest), so the walk is skipped: this keeps query latency
+    flat on large histories. (An index of every branch answers None too: the caller narrows it to HEAD's.)
     """
     if store.get_state("indexed_head") == head:
         pending = store.db.execute("SELECT COUNT(*) FROM commits WHERE state<>'indexed'").fetchone()[0]

@@ -52,6 +52,7 @@ def run_index(
     cancel: threading.Event | None = None,
     wait: float = 0.0,
     verify: bool = True,
+    all_branches: bool = False,
 ) -> JobResult:
     """Index ``root``'s history, then (with ``dense``) embed the file units not embedded yet.
 
@@ -61,7 +62,7 @@ def run_index(
     cancel = cancel or threading.Event()
     report = index_repository(
         root, options=options, index_dir=index_dir, rebuild=rebuild, progress=progress, cancel=cancel, wait=wait,
-        verify=verify,
+        verify=verify, all_branches=all_branches,
     )  # fmt: skip
     if not dense or report.cancelled or cancel.is_set():
         return JobResult(report)

@@ -73,10 +73,15 @@ def _options(ls: BackstoryServer, obj: dict[str, Any]) -> SearchOptions:
         )
     except BadDate as e:
         raise invalid(str(e)) from None
+    branch = get_str(obj, "branch", required=False)
+    everywhere = obj.get("allBranches", ls.options.allBranches)
+    if not isinstance(everywhere, bool):
+        raise invalid("'allBranches' must be a boolean")
     return SearchOptions(
         k=k, filters=filters, rerank=ls.options.rerank and rerank,
         recency_weight=ls.options.recencyWeight, second_stage=ls.options.secondStage,
         hide_reverted=obj.get("hideReverted") is True,
+        branch=branch, all_branches=everywhere and not branch,
     )  # fmt: skip
 
 

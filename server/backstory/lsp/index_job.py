@@ -50,7 +50,7 @@ def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> N
         result = run_index(
             job["root"], options=job["options"], index_dir=job["index_dir"], rebuild=job["rebuild"],
             dense=job["dense"], model_path=job["model_path"], progress=progress, cancel=cancel,
-            wait=LOCK_WAIT_SECONDS,
+            wait=LOCK_WAIT_SECONDS, all_branches=job["all_branches"],
         )  # fmt: skip
         conn.send(("done", result.report, result.dense_note))
     except RebuildNeeded as e:
@@ -77,6 +77,7 @@ def run_index_job(
     model_path: str | None,
     progress: Progress,
     cancel: threading.Event,
+    all_branches: bool = False,
 ) -> tuple[IndexReport, str]:
     """Index ``root`` (and embed, with ``dense``) in a spawned child; blocks, so call it from a worker thread.
 
@@ -88,7 +89,7 @@ def run_index_job(
     receive, send = ctx.Pipe(duplex=False)
     job = {
         "root": str(root), "options": options, "index_dir": index_dir, "rebuild": rebuild, "dense": dense,
-        "model_path": model_path,
+        "model_path": model_path, "all_branches": all_branches,
     }  # fmt: skip
     # not a daemon: the child starts its own reader processes (see index.parallel); it exits with us anyway
     child = ctx.Process(target=_child, args=(job, send, stop, os.getpid()), name="backstory-index")
@@ -141,12 +142,13 @@ def run_index_here(
     embedder: Callable[[], Any],
     progress: Progress,
     cancel: threading.Event,
+    all_branches: bool = False,
 ) -> tuple[IndexReport, str]:
     """The same job in this process, for small incremental updates; ``embedder`` returns the server's model."""
     from ..index.job import run_index
 
     result = run_index(
         root, options=options, index_dir=index_dir, dense=dense, embedder=embedder, progress=progress,
-        cancel=cancel, wait=LOCK_WAIT_SECONDS, verify=False,
+        cancel=cancel, wait=LOCK_WAIT_SECONDS, verify=False, all_branches=all_branches,
     )  # fmt: skip
     return result.report, result.dense_note

@@ -89,15 +89,18 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         with contextlib.suppress(Exception):  # what the settings leave at its default follows the index, even
             options = options.following(state.engine.manifest().get("options") or {})  # in a rebuild
 
+        branches = ls.options.allBranches  # from now on the index holds every branch (the setting)
+
         def build(rebuild: bool) -> tuple[IndexReport, str]:
-            if not rebuild and _small_update(state, ls.options.dense):
+            widening = branches and not state.engine.holds_branches()  # other branches' history: a long run
+            if not rebuild and not widening and _small_update(state, ls.options.dense):
                 return run_index_here(
                     state.root, options=options, index_dir=ls.options.indexDir, dense=ls.options.dense,
-                    embedder=state.engine.embedder, progress=progress, cancel=state.cancel,
+                    embedder=state.engine.embedder, progress=progress, cancel=state.cancel, all_branches=branches,
                 )  # fmt: skip
             return run_index_job(
                 state.root, options=options, index_dir=ls.options.indexDir, rebuild=rebuild, dense=ls.options.dense,
-                model_path=ls.options.modelPath, progress=progress, cancel=state.cancel,
+                model_path=ls.options.modelPath, progress=progress, cancel=state.cancel, all_branches=branches,
             )  # fmt: skip
 
         try:

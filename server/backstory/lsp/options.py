@@ -32,6 +32,7 @@ ALIASES = {
     "cross_encoder_dir": "crossEncoderDir",
     "rerank.enabled": "rerank",
     "second_stage": "secondStage",
+    "all_branches": "allBranches",
 }
 
 
@@ -62,6 +63,8 @@ class Options:
     exclude: list[str] = attrs.field(factory=list)
     recencyWeight: float = attrs.field(default=0.05, validator=_weight)
     dense: bool = True
+    # branch scope: index every local branch too, and search them all (a request's "branch" / "allBranches" wins)
+    allBranches: bool = False
 
 
 attrs.resolve_types(Options)

@@ -26,7 +26,7 @@ from ..index.analyzer import query_terms
 from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
-from ..index.graph import indexed_reachable, reachable, topo_order
+from ..index.graph import holds_branches, indexed_reachable, reachable, topo_order
 from ..index.integrity import Verified, reading_catalogue
 from ..index.store import IndexBusy, StoreError
 from ..index.text_index import filter_query, index_exists, merge_rankings, open_index, reading_tantivy, search_lane
@@ -92,7 +92,8 @@ class Engine:
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
         self._generation: str | None = None
-        self._topology: tuple[Any, dict[str, list[str]], list[str]] | None = None
+        self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
+        self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see _topology_of)
         self._merges: tuple[Any, set[str]] | None = None
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
@@ -216,6 +217,10 @@ class Engine:
             self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
         return self._merge_ops[key]
 
+    def holds_branches(self) -> bool:
+        """Whether the index holds every local branch's history (``backstory index --all-branches``)."""
+        return holds_branches(self.store)
+
     def configure_models(self, models: ModelConfig) -> None:
         """Use other models from the next search on (the language server's settings changed)."""
         self.models = models
@@ -224,17 +229,52 @@ class Engine:
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
         with reading_catalogue():
-            return self._topology_of(head)
+            parents, order, _reach, _new = self._topology_of(head)
+            return parents, order
 
-    def _topology_of(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
-        key = (head, self.store.get_state("indexed_at"), self._generation)
-        if self._topology is None or self._topology[0] != key:
-            parents = self.catalog.indexed_parents()
-            if head not in parents:  # new commits since the last run: known through git, not the catalogue
-                for c in reachable(self.store, self.repo, head).ordered:
+    def _topology_of(self, tip: str) -> tuple[dict[str, list[str]], list[str], set[str], int]:
+        """(parents, child-before-parent order from ``tip``, the same as a set, how many of them are not
+        indexed): cached per tip while the index does not change."""
+        key = (self.store.get_state("indexed_at"), self._generation)
+        if self._parents is None or self._parents[0] != key:
+            self._parents = (key, self.catalog.indexed_parents())
+            self._orders.clear()
+        parents = self._parents[1]
+        cached = self._orders.get(tip)
+        if cached is None:
+            new = 0
+            if tip not in parents:  # commits since the last run: known through git, not the catalogue
+                for c in reachable(self.store, self.repo, tip).ordered:
                     parents[c.sha] = list(c.parents)
-            self._topology = (key, parents, topo_order(head, parents))
-        return self._topology[1], self._topology[2]
+                    new += 1
+            order = topo_order(tip, parents)
+            if len(self._orders) >= 4:
+                self._orders.pop(next(iter(self._orders)))
+            cached = self._orders[tip] = (order, set(order), new)
+        return parents, cached[0], cached[1], cached[2]
+
+    def _scope(self, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]) -> set[str] | None:
+        """The commits a search may show: HEAD's history (``allowed``, from :meth:`freshness`), a branch's
+        (``opts.branch``) or every indexed branch's (``opts.all_branches``). Raises HistoryError for a revision
+        git does not know."""
+        branches = holds_branches(self.store)
+        if opts.all_branches:
+            if branches:
+                return None  # every indexed commit is reachable from a branch (each run purges the rest)
+            meta["warnings"].append(
+                "the index holds HEAD's history only: run `backstory index --all-branches` to search every branch"
+            )
+            return allowed
+        if not opts.branch:
+            return allowed
+        tip = libgit.resolve_commit(libgit.of(self.repo), opts.branch)
+        _parents, _order, reach, new = self._topology_of(tip)
+        if new:
+            meta["warnings"].append(
+                f"{new:,} commit(s) of {opts.branch} are not indexed, so they cannot be found: run "
+                + ("`backstory index`" if branches else "`backstory index --all-branches`")
+            )
+        return reach
 
     def indexed_merges(self) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
@@ -280,11 +320,16 @@ class Engine:
                 return info, set(), f"{_indexer(writer)} is building the index; search again when it has finished"
             return info, set(), "no index yet: run `backstory index`"
         allowed, behind = indexed_reachable(self.store, self.repo, head)
+        count = None
+        if allowed is None and holds_branches(self.store):  # other branches are indexed too: HEAD's history only
+            _parents, _order, allowed, new = self._topology_of(head)
+            count = len(allowed) - new
         if self.catalog.commit_state(head) == "indexed":
             last: str | None = head
         else:
             last = next((sha for sha in self.catalog.newest_indexed() if allowed is None or sha in allowed), None)
-        count = self.catalog.indexed_count() if allowed is None else len(allowed & self.catalog.indexed_shas())
+        if count is None:
+            count = self.catalog.indexed_count() if allowed is None else len(allowed & self.catalog.indexed_shas())
         info.update(
             indexed_commits=count,
             commits_behind_head=behind,
@@ -333,6 +378,7 @@ class Engine:
                     "the query has no words to match (only common words like 'the' or 'and'); results rank by "
                     "meaning alone and are likely noise: add the words that describe the change"
                 )
+            allowed = self._scope(opts, allowed, meta)
             fused, lanes_used, dense_scores = self._fused(query, opts, allowed, meta, cancelled)
             results = self._finish(query, fused, lanes_used, dense_scores, opts, meta, cancelled)
         meta["lanes"] = lanes_used

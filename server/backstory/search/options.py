@@ -64,6 +64,8 @@ class SearchOptions:
     dense_pool: int = 10
     recency_weight: float = DEFAULT_WEIGHT
     hunks_per_commit: int = 3
+    branch: str | None = None  # search this revision's history instead of HEAD's (a branch, tag, sha)
+    all_branches: bool = False  # search every branch the index holds (`backstory index --all-branches`)
     lanes: tuple[str, ...] | None = None  # None = every lane with a non-zero weight
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     # 0: rerank score replaces the fused score; w > 0: rerank + w x fused score. 0.5 since the size prior and the

@@ -48,6 +48,7 @@ M.defaults = {
   hover = nil, -- show past changes on hover (server default true)
   hover_max = nil, -- commits listed in a hover (server default 3)
   dense = nil, -- dense (embedding) lane (server default true)
+  all_branches = nil, -- index and search every local branch, not only HEAD's history (server default false)
   exclude = nil, -- glob patterns of paths to leave out of the index
 }
 
@@ -103,6 +104,7 @@ M.validators = {
   hover = { "boolean" },
   hover_max = { is_positive_int, "a positive integer" },
   dense = { "boolean" },
+  all_branches = { "boolean" },
   exclude = {
     function(v)
       return type(v) == "table" and (next(v) == nil or is_list_of_strings(v))
