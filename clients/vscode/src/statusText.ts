@@ -15,6 +15,7 @@ const PHASES: Record<string, [string, string]> = {
   merges: ["diffing merges", "files"],
   symbols: ["attaching symbols", "commits"],
   dense: ["embedding", "files"],
+  messages: ["embedding messages", "commits"],
 };
 
 /** One line with units: "indexing history 1,000/1,522 commits", "embedding 512/4,635 files". */

@@ -30,7 +30,7 @@ from .bench import emit
 from .rerank_variants import VARIANTS, VariantReranker
 
 DEFAULTS = SearchOptions()
-NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0}
+NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0, "message_dense": 0.0}
 # the first stage before commit-level aggregation: no size prior, the dense lane's best file per commit
 PREVIOUS = {
     "size_prior": 0.0, "dense_commits": "best-file", "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}, "rerank_blend": 1.0,
@@ -63,6 +63,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fused+rerank-dense0.43": {"rerank": True, "weights": {**DEFAULT_WEIGHTS, "dense": 0.43}},
 }
 # evaluation-only rerank variants (states recomputed with the model, one factor swapped): rerank_variants.py
+# the message lane's weight (docs/ranking-natural-questions.md); md0 is the pipeline without it
+CONFIGS["message-dense"] = {"lanes": ("message_dense",), "rerank": False}
+for _w in ("0", "0.5", "1", "1.5", "2", "3"):
+    CONFIGS[f"fused-md{_w}"] = {"rerank": False, "weights": {**DEFAULT_WEIGHTS, "message_dense": float(_w)}}
+    CONFIGS[f"fused+rerank-md{_w}"] = {"rerank": True, "weights": {**DEFAULT_WEIGHTS, "message_dense": float(_w)}}
 CONFIGS.update({f"rr:{name}": {"rerank": True, "second_stage": "blend", "rerank_variant": name} for name in VARIANTS})
 
 

@@ -204,6 +204,17 @@ class Catalog:
                 out.setdefault(fid, []).append(uid)
         return out
 
+    def first_hunks_of(self, shas: Sequence[str], per: int) -> dict[str, list[int]]:
+        """Each commit's first ``per`` hunk uids, in hunk order (by file, then position)."""
+        out: dict[str, list[int]] = {}
+        for chunk, marks in _chunks(list(shas)):
+            sql = f"SELECT sha, uid FROM hunks WHERE sha IN ({marks}) ORDER BY sha, fid, idx"
+            for sha, uid in self._db.execute(sql, chunk):
+                kept = out.setdefault(sha, [])
+                if len(kept) < per:
+                    kept.append(uid)
+        return out
+
     def commits_of_units(self, fids: Sequence[int]) -> list[str]:
         """The distinct commits owning ``fids``, in the order the catalogue returns them."""
         shas: dict[str, None] = {}

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..models.passages import RECIPE
 from ..models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec
-from . import integrity, unit_states, vectors
+from . import integrity, message_vectors, unit_states, vectors
 from .catalog import Catalog
 from .progress import Progress
 from .store import Store
@@ -74,6 +74,7 @@ def restamp(store: Store, embedder: Any) -> None:
             tx.execute("UPDATE files SET embedded=0 WHERE embedded=1")
             tx.execute("DELETE FROM unit_states")
             tx.execute("DELETE FROM state_codec")
+            message_vectors.clear(tx)
             integrity.forget_vectors(tx)
         store.vectors_path.unlink(missing_ok=True)
     manifest["dense"] = want
@@ -261,4 +262,45 @@ def embed_pending(
                 flush()
     finally:
         flush()
+    if not no_messages and not (cancel is not None and cancel.is_set()):
+        embed_messages(store, embedder, progress=progress, cancel=cancel)
+    return done
+
+
+def embed_messages(
+    store: Store,
+    embedder: Any,
+    *,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> int:
+    """Embed the message (subject + body) of every indexed non-merge commit that has none yet, for the
+    ``message_dense`` lane (:mod:`.message_vectors`); returns how many. Caller holds the write lock.
+
+    Runs after the file units (:func:`embed_pending` calls it), in batches that are each one transaction
+    (the rows are the vectors and the "done" mark at once), cancellable between batches. An index without
+    messages has none: it returns 0. Rows of commits no longer indexed are deleted first.
+    """
+    if store.read_manifest().get("options", {}).get("no_messages"):
+        return 0
+    db = store.db
+    message_vectors.ensure_tables(db)
+    message_vectors.check_recipe(db)
+    with store.transaction() as tx:
+        message_vectors.purge_orphans(tx)
+    todo = message_vectors.pending(db)
+    batch = batch_size()
+    if progress and todo:
+        progress("messages", 0, len(todo))
+    done = 0
+    for start in range(0, len(todo), batch):
+        if cancel is not None and cancel.is_set():
+            break
+        chunk = todo[start : start + batch]
+        vecs = embedder.embed([message_vectors.message_text(subject, body) for _sha, subject, body in chunk])
+        with store.transaction() as tx:
+            message_vectors.put(tx, [(sha, message_vectors.encode(v)) for (sha, _s, _b), v in zip(chunk, vecs, strict=True)])
+        done += len(chunk)
+        if progress:
+            progress("messages", done, len(todo))
     return done

@@ -13,4 +13,5 @@ PHASES: dict[str, tuple[str, str]] = {
     "merges": ("diffing merges", "files"),
     "symbols": ("attaching symbols", "commits"),
     "dense": ("embedding", "files"),
+    "messages": ("embedding messages", "commits"),
 }

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tantivy
 
-from ..index import vectors
+from ..index import message_vectors, vectors
 from ..index.catalog import Catalog
 from ..index.integrity import REINDEX
 from ..index.store import Store
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from .options import ModelConfig
 
 DENSE_TOP = 100
+#: Commits the message lane returns (best first by the cosine of their message's vector to the query's).
+MESSAGE_TOP = 100
+#: Hunks standing for a commit in the message lane (its first ones: every hunk has the same message).
+MESSAGE_HUNKS = 3
 FILTER_SCAN_LIMIT = 200_000
 #: Units (files) of a candidate commit the MaxSim rerank reads: those of its best hunks, best first; the
 #: commit scores its best unit's MaxSim. One unit matched the base rerank's quality on Flask (the best of 3:
@@ -49,6 +53,8 @@ class DenseLane:
         self._lock = threading.Lock()
         self._rr_lock = threading.Lock()
         self._query_states: tuple[str, str, Any] | None = None  # (model id, query, token states) of the last rank()
+        self._query_vector: tuple[str, str, Any] | None = None  # (model id, query, vector) of the last rank()
+        self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, matrix) of message vectors
         self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
 
     # -- models -----------------------------------------------------------------------------------------------
@@ -89,6 +95,7 @@ class DenseLane:
         self._index = None
         self._index_mtime = None
         self._centroids_of = {}
+        self._messages = None
 
     # -- vectors ----------------------------------------------------------------------------------------------
 
@@ -157,6 +164,7 @@ class DenseLane:
             return None, None, f"dense lane off: the vector file is unreadable ({e}); {REINDEX}"
         qv, states = emb.embed_query_with_states(query)
         self._query_states = (emb.model_id, query, states)  # the rerank of this search reuses the pass
+        self._query_vector = (emb.model_id, query, qv)  # and so does the message lane
         if filters is not None and searcher is not None:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
             fids = sorted({r["fid"] for r in self.catalog.hunk_rows(uids).values()})
@@ -190,6 +198,51 @@ class DenseLane:
                 commit_centroids({sha: [row_of[f] for f in fs] for sha, fs in files_of.items()}, mat)
             )
         return score_centroids(qv, {sha: self._centroids_of[sha] for sha in ordered if sha in self._centroids_of})
+
+    def rank_messages(
+        self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
+    ) -> tuple[list[tuple[int, float]] | None, dict[str, float] | None]:
+        """The ``message_dense`` lane: commits by the cosine of their message's vector (subject + body,
+        :mod:`backstory.index.message_vectors`) to the query's, as (hunk uid, cosine) — each commit's first
+        :data:`MESSAGE_HUNKS` hunks (those the filters let through, with filters) — and the commit scores.
+        (None, None) when there are no message vectors (a message-blind index, or the dense phase has not
+        made them yet) or the dense lane is off; the dense lane's warning covers a missing model.
+
+        The query's vector is the one :meth:`rank` computed for this query (no second forward pass).
+        """
+        stamp = self.stamp()
+        if not stamp or self.problem() is not None:
+            return None, None
+        emb = self.embedder()
+        if emb is None or stamp.get("model_id") != emb.model_id:
+            return None, None
+        shas, matrix = self._message_matrix(int(stamp["dim"]))
+        if not shas:
+            return None, None
+        cached = self._query_vector
+        qv = cached[2] if cached is not None and cached[:2] == (emb.model_id, query) else emb.embed_query(query)
+        allowed: dict[str, list[int]] | None = None
+        if filters is not None and searcher is not None:
+            allowed = {}
+            uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
+            for uid, row in sorted(self.catalog.hunk_rows(uids).items()):
+                allowed.setdefault(row["sha"], []).append(uid)
+        top = top_by_cosine(qv, shas, matrix, MESSAGE_TOP, None if allowed is None else set(allowed))
+        if allowed is not None:
+            hunks_of = {sha: allowed[sha][:MESSAGE_HUNKS] for sha, _s in top}
+        else:
+            hunks_of = self.catalog.first_hunks_of([sha for sha, _s in top], MESSAGE_HUNKS)
+        return commit_hunks(top, hunks_of), dict(top)
+
+    def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
+        """Every indexed commit's message vector, read once per catalogue state (a count and a rowid)."""
+        version = message_vectors.version(self.store.db)
+        if version is None:
+            return [], np.zeros((0, dim), dtype=np.float32)
+        if self._messages is None or self._messages[0] != version:
+            shas, matrix = message_vectors.read_all(self.store.db, dim)
+            self._messages = (version, shas, matrix)
+        return self._messages[1], self._messages[2]
 
     # -- rerank -----------------------------------------------------------------------------------------------
 
@@ -272,6 +325,31 @@ def score_centroids(query: np.ndarray, centroids: dict[str, np.ndarray]) -> dict
     q = query / max(float(np.linalg.norm(query)), 1e-12)
     sims = np.stack([centroids[sha] for sha in shas]) @ q.astype(np.float32)
     return {sha: round(float(s), 6) for sha, s in zip(shas, sims.tolist(), strict=True)}
+
+
+def top_by_cosine(
+    query: np.ndarray, keys: list[str], matrix: np.ndarray, count: int, allowed: set[str] | None = None
+) -> list[tuple[str, float]]:
+    """The ``count`` keys whose rows of ``matrix`` are nearest ``query`` by cosine, best first, as (key,
+    cosine rounded to 6 places); ties by key, so the order is deterministic. ``allowed`` limits the keys."""
+    if not keys or count <= 0:
+        return []
+    rows = np.arange(len(keys)) if allowed is None else np.asarray([i for i, k in enumerate(keys) if k in allowed])
+    if not len(rows):
+        return []
+    sub = matrix[rows]
+    norms = np.maximum(np.linalg.norm(sub, axis=1), 1e-12)
+    q = query / max(float(np.linalg.norm(query)), 1e-12)
+    sims = (sub @ q.astype(np.float32)) / norms
+    scored = [(keys[int(i)], round(float(s), 6)) for i, s in zip(rows.tolist(), sims.tolist(), strict=True)]
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    return scored[:count]
+
+
+def commit_hunks(ranked: list[tuple[str, float]], hunks_of: dict[str, list[int]]) -> list[tuple[int, float]]:
+    """A commit-level ranking as a lane's hunk ranking: each commit's hunks (``hunks_of``) with its score, in
+    the commits' order; commits without hunks are left out."""
+    return [(uid, score) for sha, score in ranked for uid in hunks_of.get(sha, [])]
 
 
 def commit_passages(

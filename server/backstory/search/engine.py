@@ -391,7 +391,7 @@ class Engine:
         self, query: str, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]
     ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[str, float]]]:
         """Each wanted lane's (hunk uid, lane score), best first, and lanes' own per-commit scores (the dense
-        lane's commit centroids) where they have them."""
+        lane's commit centroids, the message lane's message cosines) where they have them."""
         index = self._text_index()
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
@@ -416,6 +416,11 @@ class Engine:
                 rankings["dense"] = dense
             if by_commit:
                 commit_scores["dense"] = by_commit
+        if opts.wants("message_dense") and self.models.dense and not no_messages:
+            hits, by_message = self.dense.rank_messages(query, searcher if fq is not None else None, fq)
+            if hits and by_message:
+                rankings["message_dense"] = hits
+                commit_scores["message_dense"] = by_message
         return rankings, commit_scores
 
     def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str], dict[str, float]]:  # type: ignore[no-untyped-def]

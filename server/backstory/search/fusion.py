@@ -32,7 +32,7 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 RRF_K = 60
 FUSION_METHODS = ("score", "rrf")  # the first is the default
-RAW_SCORE_LANES = frozenset({"dense"})  # lanes whose scores are comparable across queries (cosine)
+RAW_SCORE_LANES = frozenset({"dense", "message_dense"})  # lanes whose scores are comparable across queries (cosine)
 # lanes whose hunks hold different text (many hunks = many draws); every hunk of a commit has the same message
 SIZED_LANES = frozenset({"diff", "path", "symbol"})
 SIZE_PRIOR = 0.2  # alpha of the commit-size prior; 0 turns it off (tuned: 0.1-0.3, best 0.2 on both repos)

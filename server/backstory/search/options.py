@@ -22,7 +22,7 @@ TEXT_LANES = ("diff", "message", "path", "symbol")
 # margin's factor). 1.0 since the fifth session: 0.43 was tuned when the dense lane scored a commit by its best
 # file; with commit centroids, the recipe-3 model and the margin factor, 0.8-1.3 ranked best on 400 held-apart
 # queries in each of five repositories (fused + rerank mean MRR@10 0.393 -> 0.399).
-DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "symbol": 0.0, "path": 0.0}
+DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "message_dense": 1.0, "symbol": 0.0, "path": 0.0}
 DEFAULT_FUSION = FUSION_METHODS[0]
 DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
 SECOND_STAGES = ("learned", "blend")  # the first is the default

@@ -492,6 +492,7 @@ local PHASES = {
   merges = { "diffing merges", "files" },
   symbols = { "attaching symbols", "commits" },
   dense = { "embedding", "files" },
+  messages = { "embedding messages", "commits" },
 }
 
 --- "1,522"

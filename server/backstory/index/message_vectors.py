@@ -1,0 +1,134 @@
+"""One vector per commit message (subject + body), for the ``message_dense`` lane: a catalogue table.
+
+Why: users ask questions in their own words, and a commit message is written in words, so a question is often
+closest in meaning to the message rather than to any file of the change (the file units embed the subject with
+each file's diff, where the code dominates). On the natural-question development set the message vectors alone
+ranked as well as the whole file-unit dense lane (docs/ranking-natural-questions.md).
+
+Why in the catalogue and not in a second usearch file: a row holds the vector *and* says the commit is done, so
+crash safety is free (a batch's rows are one transaction; a killed run leaves whole rows or none, and the next
+run embeds the rest), a purged commit's row is deleted with SQL (and a row whose commit is gone is never read:
+readers join on indexed commits), and there is no second file to stamp, check and repair. There is one vector
+per commit, not per file, so the search side reads them all (float16, 768 bytes each at 384 dimensions: 1.5 MB
+for 2,000 commits) and scores them exactly, once per index state (:class:`backstory.search.dense.DenseLane`
+caches the matrix); a history of 100,000 commits would be 77 MB, where an HNSW file would pay.
+
+Only an index with messages has rows; the vectors belong to the model the file units were embedded with (the
+manifest's ``dense`` stamp: :func:`backstory.index.dense_build.restamp` clears this table with the units), and to
+:data:`RECIPE`, kept in the catalogue's ``state`` table: a change of recipe clears the table.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+DDL = "CREATE TABLE IF NOT EXISTS message_vectors (sha TEXT PRIMARY KEY, vec BLOB NOT NULL);"
+RECIPE_KEY = "message_vectors_recipe"
+#: The text embedded per commit: subject, a newline and the body, cut at :data:`MAX_CHARS` characters (the model
+#: reads its token window of it anyway; the cut bounds the tokenizer's work on huge bodies).
+RECIPE = "subject+body/2000/f16"
+MAX_CHARS = 2000
+DTYPE = np.float16
+
+
+def ensure_tables(db: sqlite3.Connection) -> None:
+    """Create the table if needed (writers only; ``executescript`` must not run inside a transaction)."""
+    db.executescript(DDL)
+
+
+def message_text(subject: str, body: str) -> str:
+    """What is embedded for a commit: its subject and body, bounded (:data:`RECIPE`)."""
+    text = f"{subject}\n{body}".strip() if body.strip() else subject.strip()
+    return text[:MAX_CHARS]
+
+
+def encode(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=DTYPE).tobytes()
+
+
+def decode(blobs: Sequence[bytes], dim: int) -> np.ndarray:
+    """float32 ``[len(blobs), dim]`` from stored rows (a row of another size is a :class:`ValueError`)."""
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.float32)
+    raw = b"".join(blobs)
+    if len(raw) != len(blobs) * dim * np.dtype(DTYPE).itemsize:
+        raise ValueError(f"message vectors are not {dim}-dimensional")
+    return np.frombuffer(raw, dtype=DTYPE).reshape(len(blobs), dim).astype(np.float32)
+
+
+def check_recipe(db: sqlite3.Connection) -> None:
+    """Drop every row made with another :data:`RECIPE` (or before one was recorded) and record this one."""
+    row = db.execute("SELECT value FROM state WHERE key=?", (RECIPE_KEY,)).fetchone()
+    if row is not None and row[0] == RECIPE:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("DELETE FROM message_vectors")
+        db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", (RECIPE_KEY, RECIPE))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def clear(tx: sqlite3.Connection) -> None:
+    """Drop every message vector (inside the caller's transaction); an index without the table has none."""
+    try:
+        tx.execute("DELETE FROM message_vectors")
+    except sqlite3.OperationalError:
+        pass
+
+
+def purge_orphans(tx: sqlite3.Connection) -> int:
+    """Delete the rows of commits that are no longer indexed (purged branches, rewritten history)."""
+    cur = tx.execute(
+        "DELETE FROM message_vectors WHERE sha NOT IN (SELECT sha FROM commits WHERE state='indexed')"
+    )
+    return int(cur.rowcount or 0)
+
+
+def pending(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(sha, subject, body) of the indexed non-merge commits with hunks that have no vector yet, newest first."""
+    return [
+        (r[0], r[1], r[2])
+        for r in db.execute(
+            "SELECT c.sha, c.subject, c.body FROM commits c LEFT JOIN message_vectors m ON m.sha=c.sha"
+            " WHERE c.state='indexed' AND c.is_merge=0 AND c.n_hunks>0 AND m.sha IS NULL"
+            " ORDER BY c.author_time DESC, c.sha"
+        )
+    ]
+
+
+def put(tx: sqlite3.Connection, rows: Iterable[tuple[str, bytes]]) -> None:
+    tx.executemany("INSERT OR REPLACE INTO message_vectors(sha, vec) VALUES (?, ?)", list(rows))
+
+
+def version(db: sqlite3.Connection) -> tuple[int, int] | None:
+    """(row count, largest rowid): changes whenever rows are added or deleted; None without the table."""
+    try:
+        row = db.execute("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM message_vectors").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return int(row[0]), int(row[1])
+
+
+def read_all(db: sqlite3.Connection, dim: int) -> tuple[list[str], np.ndarray]:
+    """Every indexed commit's message vector: (shas sorted, float32 matrix in that order)."""
+    try:
+        rows = db.execute(
+            "SELECT m.sha, m.vec FROM message_vectors m JOIN commits c ON c.sha=m.sha"
+            " WHERE c.state='indexed' ORDER BY m.sha"
+        ).fetchall()
+    except sqlite3.OperationalError:  # an index from before message vectors
+        return [], decode([], dim)
+    return [r[0] for r in rows], decode([bytes(r[1]) for r in rows], dim)
+
+
+def size_bytes(db: sqlite3.Connection) -> int:
+    try:
+        return int(db.execute("SELECT COALESCE(SUM(LENGTH(vec)), 0) FROM message_vectors").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0

@@ -1,0 +1,137 @@
+"""The message lane (``message_dense``): one vector per commit message, made in the dense phase, ranked by cosine.
+
+Pure parts (ranking by cosine, the lane's hunks, the stored form) and a real repository, with the bundled model.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backstory.history.repo import open_repo
+from backstory.index import message_vectors
+from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.index.dense_build import embed_messages, embed_pending
+from backstory.models import Embedder, resolve_model
+from backstory.search.dense import commit_hunks, top_by_cosine
+from backstory.search.engine import Engine
+from backstory.search.options import ModelConfig, SearchOptions
+from gitrepo import GitRepo
+
+pytestmark = pytest.mark.timeout(300)
+
+QUERY = "stop the progress bar from flickering"
+
+
+def test_top_by_cosine_orders_by_cosine_then_key() -> None:
+    keys = ["c", "a", "b", "d"]
+    matrix = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0]], dtype=np.float32)
+    ranked = top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 3)
+    assert [k for k, _s in ranked] == ["b", "c", "d"]  # b and c tie at 1.0 (norms do not count): by key
+    assert ranked[0][1] == 1.0 and ranked[2][1] == pytest.approx(0.707107)
+    assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 5, allowed={"a", "d"})] == ["d", "a"]
+    assert top_by_cosine(np.array([1.0, 0.0]), [], np.zeros((0, 2)), 5) == []
+    assert top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 5, allowed=set()) == []
+
+
+def test_commit_hunks_spreads_a_commit_score_over_its_hunks() -> None:
+    ranked = [("x", 0.9), ("y", 0.5), ("z", 0.4)]
+    assert commit_hunks(ranked, {"x": [3, 1], "z": [7]}) == [(3, 0.9), (1, 0.9), (7, 0.4)]
+
+
+def test_stored_form_round_trips_and_text_is_bounded() -> None:
+    v = np.array([0.25, -0.5, 0.125], dtype=np.float32)
+    assert np.allclose(message_vectors.decode([message_vectors.encode(v)] * 2, 3), [v, v])
+    with pytest.raises(ValueError):
+        message_vectors.decode([message_vectors.encode(v)], 4)
+    assert message_vectors.message_text("Subject", "") == "Subject"
+    assert message_vectors.message_text("Subject", "Body\n") == "Subject\nBody"
+    assert len(message_vectors.message_text("s", "x" * 10_000)) == message_vectors.MAX_CHARS
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(resolve_model(None, cache_dir=tmp_path_factory.mktemp("models")))
+
+
+def _history(path: Path) -> tuple[GitRepo, dict[str, str]]:
+    """The wanted commit's message says what the query means in other words; its diff shares none of them."""
+    repo = GitRepo(path)
+    shas = {
+        "docs": repo.commit("Document the install steps", {"README.md": "# tool\n\npip install tool\n"}),
+        "csv": repo.commit(
+            "Write reports as CSV files",
+            {"report/csv.py": "import csv\n\ndef write_rows(fh, rows):\n    csv.writer(fh).writerows(rows)\n"},
+        ),
+        "wanted": repo.commit(
+            "Redraw the status indicator less often so it no longer blinks on slow terminals",
+            {"ui/draw.py": "INTERVAL = 0.25\n\ndef tick(screen, state):\n    screen.paint(state)\n"},
+        ),
+        "dates": repo.commit(
+            "Parse ISO dates in the config loader",
+            {"config/dates.py": "def iso(d):\n    return d.strftime('%Y-%m-%d')\n"},
+        ),
+        "auth": repo.commit(
+            "Refuse expired tokens at login", {"auth/login.py": "def check(token, now):\n    return token.exp > now\n"}
+        ),
+    }
+    return repo, shas
+
+
+def _index(repo: GitRepo, embedder: Embedder, no_messages: bool) -> Engine:
+    index_repository(repo.path, options=BuildOptions(no_messages=no_messages))
+    store = store_for(open_repo(repo.path))
+    with store.write_lock():
+        embed_pending(store, embedder)
+    engine = Engine(repo.path, models=ModelConfig())
+    engine.dense._embedder = embedder
+    return engine
+
+
+def test_a_commit_found_only_by_its_message_meaning_ranks_through_the_message_lane(tmp_path, embedder) -> None:
+    repo, shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    rows = engine.store.db.execute("SELECT COUNT(*) FROM message_vectors").fetchone()[0]
+    assert rows == len(shas)
+
+    alone = engine.search(QUERY, SearchOptions(lanes=("message_dense",), rerank=False))
+    assert alone["_meta"]["lanes"] == ["message_dense"]
+    assert alone["results"][0]["commit"]["sha"] == shas["wanted"]
+
+    keyword = engine.search(QUERY, SearchOptions(lanes=("diff", "message"), rerank=False))
+    assert shas["wanted"] not in [r["commit"]["sha"] for r in keyword["results"]]  # no shared word to find it by
+
+    full = engine.search(QUERY)
+    assert "message_dense" in full["_meta"]["lanes"]
+    top = full["results"][0]
+    assert top["commit"]["sha"] == shas["wanted"]
+    assert top["why"]["lanes"]["message_dense"] == 1
+    engine.close()
+
+
+def test_message_vectors_are_made_once_and_only_with_messages(tmp_path, embedder) -> None:
+    repo, shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    store = engine.store
+    with store.write_lock():
+        assert embed_messages(store, embedder) == 0  # all done: nothing again
+    repo.commit("Speed up the cache lookups", {"cache.py": "CACHE = {}\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=False))
+    with store.write_lock():
+        embed_pending(store, embedder)  # the dense phase embeds the new commit's message too
+    assert store.db.execute("SELECT COUNT(*) FROM message_vectors").fetchone()[0] == len(shas) + 1
+    engine.close()
+
+    blind = _index(_history(tmp_path / "b")[0], embedder, no_messages=True)
+    db = sqlite3.connect(blind.store.db_path)
+    try:
+        count = db.execute("SELECT COUNT(*) FROM message_vectors").fetchone()[0]
+    except sqlite3.OperationalError:
+        count = 0
+    assert count == 0
+    result = blind.search(QUERY)
+    assert "message_dense" not in result["_meta"]["lanes"]
+    blind.close()
