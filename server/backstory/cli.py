@@ -230,7 +230,9 @@ def _parser(tuning_help: bool | None = None) -> argparse.ArgumentParser:
         "--model", metavar="DIR", help=hidden("directory with model.onnx + tokenizer.json (default: bundled)")
     )
     tuning.add_argument(
-        "--lanes", metavar="LANES", help=hidden("comma-separated subset of lanes: diff,message,path,symbol,dense")
+        "--lanes",
+        metavar="LANES",
+        help=hidden("comma-separated subset of lanes: diff,message,path,symbol,dense,message_dense"),
     )
 
     st = command("status", "what is indexed, what is pending and what to do next")
@@ -388,7 +390,7 @@ def _search_options(args: argparse.Namespace) -> Any:
     if args.lanes:
         from .search.options import TEXT_LANES
 
-        known = (*TEXT_LANES, "dense")
+        known = (*TEXT_LANES, "dense", "message_dense")
         lanes = tuple(x.strip() for x in args.lanes.split(",") if x.strip())
         unknown = [x for x in lanes if x not in known]
         if unknown or not lanes:

@@ -65,9 +65,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
 # evaluation-only rerank variants (states recomputed with the model, one factor swapped): rerank_variants.py
 # the message lane's weight (docs/ranking-natural-questions.md); md0 is the pipeline without it
 CONFIGS["message-dense"] = {"lanes": ("message_dense",), "rerank": False}
-for _w in ("0", "0.5", "1", "1.5", "2", "3"):
+for _w in ("0", "0.5", "1", "1.5", "2", "3", "4", "6"):
     CONFIGS[f"fused-md{_w}"] = {"rerank": False, "weights": {**DEFAULT_WEIGHTS, "message_dense": float(_w)}}
     CONFIGS[f"fused+rerank-md{_w}"] = {"rerank": True, "weights": {**DEFAULT_WEIGHTS, "message_dense": float(_w)}}
+    CONFIGS[f"fused+rerank-md{_w}-pool10"] = {**CONFIGS[f"fused+rerank-md{_w}"], "message_pool": 10}
 CONFIGS.update({f"rr:{name}": {"rerank": True, "second_stage": "blend", "rerank_variant": name} for name in VARIANTS})
 
 
@@ -215,6 +216,7 @@ def options_for(cfg: dict[str, Any], rerank_top: int) -> SearchOptions:
         margin_ref=cfg.get("margin_ref", DEFAULTS.margin_ref),
         second_stage=cfg.get("second_stage", DEFAULTS.second_stage),
         dense_pool=cfg.get("dense_pool", DEFAULTS.dense_pool),
+        message_pool=cfg.get("message_pool", DEFAULTS.message_pool),
     )  # fmt: skip
 
 

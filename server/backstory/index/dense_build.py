@@ -299,7 +299,9 @@ def embed_messages(
         chunk = todo[start : start + batch]
         vecs = embedder.embed([message_vectors.message_text(subject, body) for _sha, subject, body in chunk])
         with store.transaction() as tx:
-            message_vectors.put(tx, [(sha, message_vectors.encode(v)) for (sha, _s, _b), v in zip(chunk, vecs, strict=True)])
+            message_vectors.put(
+                tx, [(sha, message_vectors.encode(v)) for (sha, _s, _b), v in zip(chunk, vecs, strict=True)]
+            )
         done += len(chunk)
         if progress:
             progress("messages", done, len(todo))

@@ -84,9 +84,7 @@ def clear(tx: sqlite3.Connection) -> None:
 
 def purge_orphans(tx: sqlite3.Connection) -> int:
     """Delete the rows of commits that are no longer indexed (purged branches, rewritten history)."""
-    cur = tx.execute(
-        "DELETE FROM message_vectors WHERE sha NOT IN (SELECT sha FROM commits WHERE state='indexed')"
-    )
+    cur = tx.execute("DELETE FROM message_vectors WHERE sha NOT IN (SELECT sha FROM commits WHERE state='indexed')")
     return int(cur.rowcount or 0)
 
 

@@ -71,9 +71,14 @@ def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommi
     """
     n = max(opts.k, opts.rerank_top) if opts.rerank else opts.k
     top = fused[:n]
-    if opts.rerank and opts.dense_pool > 0:
-        top += [c for c in fused[n:] if c.lanes.get("dense", opts.dense_pool + 1) <= opts.dense_pool]
+    if opts.rerank and (opts.dense_pool > 0 or opts.message_pool > 0):
+        top += [c for c in fused[n:] if _pooled(c, opts)]
     return top
+
+
+def _pooled(c: FusedCommit, opts: SearchOptions) -> bool:
+    dense = c.lanes.get("dense", opts.dense_pool + 1) <= opts.dense_pool
+    return dense or c.lanes.get("message_dense", opts.message_pool + 1) <= opts.message_pool
 
 
 SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due

@@ -22,7 +22,10 @@ TEXT_LANES = ("diff", "message", "path", "symbol")
 # margin's factor). 1.0 since the fifth session: 0.43 was tuned when the dense lane scored a commit by its best
 # file; with commit centroids, the recipe-3 model and the margin factor, 0.8-1.3 ranked best on 400 held-apart
 # queries in each of five repositories (fused + rerank mean MRR@10 0.393 -> 0.399).
-DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "message_dense": 1.0, "symbol": 0.0, "path": 0.0}
+# The message lane (message_dense, indexes with messages only) counts its cosine x 3.0: on the natural-question
+# development set fused + rerank MRR@10 (mean of six) was 0.549 / 0.560 / 0.562 / 0.559 / 0.569 / 0.564 / 0.565 at
+# weights 0 / 0.5 / 1 / 2 / 3 / 4 / 6 (docs/ranking-natural-questions.md).
+DEFAULT_WEIGHTS = {"diff": 1.0, "message": 1.0, "dense": 1.0, "message_dense": 3.0, "symbol": 0.0, "path": 0.0}
 DEFAULT_FUSION = FUSION_METHODS[0]
 DENSE_COMMIT_SCORES = ("centroid", "best-file")  # the first is the default (see search/dense.py)
 SECOND_STAGES = ("learned", "blend")  # the first is the default
@@ -62,6 +65,7 @@ class SearchOptions:
     # the dense lane's top commits that fused ranked below rerank_top join the reranked candidates (0 = none);
     # leave-one-history-out: 0 1.100x, 5 1.113x, 10 1.116x, 20 1.114x (docs/benchmarks.md); 5-30 are level, 10 is cheap
     dense_pool: int = 10
+    message_pool: int = 0  # likewise for the message lane's (message_dense) top commits
     recency_weight: float = DEFAULT_WEIGHT
     hunks_per_commit: int = 3
     branch: str | None = None  # search this revision's history instead of HEAD's (a branch, tag, sha)

@@ -24,8 +24,15 @@ LABELS = {
     "merges": "Diffing merges",
     "symbols": "Attaching symbols",
     "dense": "Embedding changes",
+    "messages": "Embedding messages",
 }
-UNITS = {"history": "commits", "merges": "merge files", "symbols": "commits", "dense": "file changes"}
+UNITS = {
+    "history": "commits",
+    "merges": "merge files",
+    "symbols": "commits",
+    "dense": "file changes",
+    "messages": "commits",
+}
 
 
 def clock_text(seconds: float) -> str:

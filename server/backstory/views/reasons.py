@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 # when two lanes found a commit at the same rank, the more telling explanation wins
-_PREFERENCE = ("symbol", "diff", "message", "path", "dense")
+_PREFERENCE = ("symbol", "diff", "message", "path", "message_dense", "dense")
 
 
 def _best_lane(lanes: dict[str, Any]) -> str | None:
@@ -45,6 +45,8 @@ def reason(item: dict[str, Any], mode: str, origin_path: str | None = None, kind
     if mode == "words":
         if lane == "message":
             return "message matches your words"
+        if lane == "message_dense":
+            return "its message means what you asked"
         if lane == "diff":
             return f"code matches your words, in {where}" if where else "code matches your words"
         if lane == "symbol":
@@ -58,6 +60,8 @@ def reason(item: dict[str, Any], mode: str, origin_path: str | None = None, kind
         return f"similar code in {where}" if where else "similar code"
     if lane == "message":
         return "its message names this code"
+    if lane == "message_dense":
+        return "its message is about this code"
     if lane == "path":
         return "same file" if here else (f"changed {path}" if path else "related file")
     return f"similar change in {where}" if where else "similar change"

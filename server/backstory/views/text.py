@@ -120,6 +120,8 @@ def why_words(r: dict[str, Any], words: str = "your words") -> str:
             places = []
         elif lane == "symbol":
             parts.append("a name it changed")
+        elif lane == "message_dense":
+            parts.append("a message that means it")
         elif lane == "dense":
             hunks = r.get("hunks", [])
             dense_hunk = next((h for h in hunks if "dense" in h.get("lanes", {})), hunks[0] if hunks else None)
