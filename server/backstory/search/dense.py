@@ -235,13 +235,14 @@ class DenseLane:
         return commit_hunks(top, hunks_of), dict(top)
 
     def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
-        """Every indexed commit's message vector, read once per catalogue state (a count and a rowid)."""
+        """Every indexed commit's message vector (unit rows), read once per catalogue state (a count and a
+        rowid)."""
         version = message_vectors.version(self.store.db)
         if version is None:
             return [], np.zeros((0, dim), dtype=np.float32)
         if self._messages is None or self._messages[0] != version:
             shas, matrix = message_vectors.read_all(self.store.db, dim)
-            self._messages = (version, shas, matrix)
+            self._messages = (version, shas, unit_rows(matrix))
         return self._messages[1], self._messages[2]
 
     # -- rerank -----------------------------------------------------------------------------------------------
@@ -330,20 +331,31 @@ def score_centroids(query: np.ndarray, centroids: dict[str, np.ndarray]) -> dict
 def top_by_cosine(
     query: np.ndarray, keys: list[str], matrix: np.ndarray, count: int, allowed: set[str] | None = None
 ) -> list[tuple[str, float]]:
-    """The ``count`` keys whose rows of ``matrix`` are nearest ``query`` by cosine, best first, as (key,
-    cosine rounded to 6 places); ties by key, so the order is deterministic. ``allowed`` limits the keys."""
+    """The ``count`` keys whose rows of ``matrix`` (unit length: :func:`unit_rows`) are nearest ``query`` by
+    cosine, best first, as (key, cosine rounded to 6 places); ties by key, so the order is deterministic.
+    ``allowed`` limits the keys. Vectorised: only the best ``count`` (and rows tied with the last) reach Python,
+    so 20,000 commits cost a few milliseconds."""
     if not keys or count <= 0:
         return []
-    rows = np.arange(len(keys)) if allowed is None else np.asarray([i for i, k in enumerate(keys) if k in allowed])
+    rows = np.arange(len(keys)) if allowed is None else np.flatnonzero([k in allowed for k in keys])
     if not len(rows):
         return []
-    sub = matrix[rows]
-    norms = np.maximum(np.linalg.norm(sub, axis=1), 1e-12)
-    q = query / max(float(np.linalg.norm(query)), 1e-12)
-    sims = (sub @ q.astype(np.float32)) / norms
-    scored = [(keys[int(i)], round(float(s), 6)) for i, s in zip(rows.tolist(), sims.tolist(), strict=True)]
+    sub = matrix if allowed is None else matrix[rows]
+    q = (query / max(float(np.linalg.norm(query)), 1e-12)).astype(np.float32)
+    sims = np.round(sub @ q, 6)
+    if len(sims) > count:  # the best ``count`` and every row tied with the last of them
+        floor = np.partition(sims, len(sims) - count)[len(sims) - count]
+        kept = np.flatnonzero(sims >= floor)
+    else:
+        kept = np.arange(len(sims))
+    scored = [(keys[int(rows[i])], float(sims[i])) for i in kept.tolist()]
     scored.sort(key=lambda t: (-t[1], t[0]))
     return scored[:count]
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` with each row scaled to unit length (zero rows stay zero)."""
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 
 def commit_hunks(ranked: list[tuple[str, float]], hunks_of: dict[str, list[int]]) -> list[tuple[int, float]]:
