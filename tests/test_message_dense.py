@@ -138,3 +138,24 @@ def test_message_vectors_are_made_once_and_only_with_messages(tmp_path, embedder
     result = blind.search(QUERY)
     assert "message_dense" not in result["_meta"]["lanes"]
     blind.close()
+
+
+def test_a_model_change_or_a_purged_commit_drops_message_vectors(tmp_path, embedder) -> None:
+    from backstory.index.dense_build import restamp
+
+    repo, shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    store = engine.store
+    count = "SELECT COUNT(*) FROM message_vectors"
+    with store.transaction() as tx:  # as if a rewrite left this commit unreachable and the run purged it
+        tx.execute("UPDATE commits SET state='pending' WHERE sha=?", (shas["docs"],))
+    with store.write_lock():
+        assert embed_messages(store, embedder) == 0
+    assert store.db.execute(count).fetchone()[0] == len(shas) - 1
+    manifest = store.read_manifest()
+    manifest["dense"] = {**manifest["dense"], "model_id": "another-model"}
+    store.write_manifest(manifest)
+    with store.write_lock():
+        restamp(store, embedder)
+    assert store.db.execute(count).fetchone()[0] == 0
+    engine.close()
