@@ -331,14 +331,15 @@ def _write_batch(
         c = cd.commit
         waits = later and any(f.language in supported for f in cd.files)
         (staged if waits else docs).extend(hunk_docs(cd, uid, options.no_messages))
-        for f in cd.files:
+        texts = prepared(cd, options.no_messages)
+        for f, ft in zip(cd.files, texts.files, strict=True):
             parsed = PENDING if later and f.language in supported else int(f.parsed)
             file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, parsed, c.author_time))
-            for i, h in enumerate(f.hunks):
+            for i, (h, excerpt) in enumerate(zip(f.hunks, ft.excerpts, strict=True)):
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
                 hunk_rows.append(
                     (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
-                     h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json, h.ops)
+                     h.new_lines, f.language, excerpt, int(h.truncated), symbols_json, h.ops)
                 )  # fmt: skip
                 uid += 1
             fid += 1
