@@ -29,7 +29,7 @@ from .graph import SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
 from .progress import Progress
-from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
+from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso, pack_text
 from .symbols_phase import PENDING
 from .text_index import HunkDoc, add_docs, open_index
 
@@ -286,7 +286,7 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
 
 def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
     return (
-        c.sha, json.dumps(list(c.parents)), c.subject, c.body, c.author_name, c.author_email, c.author_time,
+        c.sha, json.dumps(list(c.parents)), c.subject, pack_text(c.body), c.author_name, c.author_email, c.author_time,
         c.author_tz, c.commit_time, c.commit_tz, int(c.is_merge), state,
     )  # fmt: skip
 
