@@ -29,7 +29,7 @@ from .graph import SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
 from .progress import Progress
-from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso
+from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso, pack_text
 from .symbols_phase import PENDING
 from .text_index import HunkDoc, add_docs, open_index
 
@@ -286,7 +286,7 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
 
 def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
     return (
-        c.sha, json.dumps(list(c.parents)), c.subject, c.body, c.author_name, c.author_email, c.author_time,
+        c.sha, json.dumps(list(c.parents)), c.subject, pack_text(c.body), c.author_name, c.author_email, c.author_time,
         c.author_tz, c.commit_time, c.commit_tz, int(c.is_merge), state,
     )  # fmt: skip
 
@@ -331,14 +331,15 @@ def _write_batch(
         c = cd.commit
         waits = later and any(f.language in supported for f in cd.files)
         (staged if waits else docs).extend(hunk_docs(cd, uid, options.no_messages))
-        for f in cd.files:
+        texts = prepared(cd, options.no_messages)
+        for f, ft in zip(cd.files, texts.files, strict=True):
             parsed = PENDING if later and f.language in supported else int(f.parsed)
             file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, parsed, c.author_time))
-            for i, h in enumerate(f.hunks):
+            for i, (h, excerpt) in enumerate(zip(f.hunks, ft.excerpts, strict=True)):
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
                 hunk_rows.append(
                     (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
-                     h.new_lines, f.language, h.excerpt, int(h.truncated), symbols_json, h.ops)
+                     h.new_lines, f.language, excerpt, int(h.truncated), symbols_json, h.ops)
                 )  # fmt: skip
                 uid += 1
             fid += 1

@@ -2,8 +2,9 @@
 
 On a long history the writer (one process: SQLite and Tantivy) was the bottleneck of the keyword phase, and
 most of its time was Python text work, not I/O: rewriting every hunk's text for the analyzer (`code_text`,
-11.8 s of 62 s on git/git's first 20,000 commits) and hashing patches for the relations (7.5 s). Both depend on
-the commit alone, so the readers do them in parallel and the writer only adds documents and rows.
+11.8 s of 62 s on git/git's first 20,000 commits) and hashing patches for the relations (7.5 s); compressing
+the excerpts the catalogue stores is the same kind of work. All depend on the commit alone, so the readers do
+them in parallel and the writer only adds documents and rows.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from ..history.model import CommitDiff
 from .analyzer import code_text
 from .relations import patch_ids
+from .store import pack_text
 from .text_index import HunkDoc, distinct_tokens
 
 
@@ -21,6 +23,7 @@ class FileTexts:
     path: str  # the file's path(s), analyzer-ready
     siblings: str
     hunks: tuple[tuple[str, str], ...]  # (changed lines, touched symbols) per hunk, analyzer-ready
+    excerpts: tuple[bytes, ...]  # per hunk, as the catalogue stores it (`store.pack_text`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ def prepare(cd: CommitDiff, no_messages: bool) -> Prepared:
             path=code_text(" ".join([f.path] if f.old_path == f.path else [f.path, f.old_path]).replace("/", " ")),
             siblings=distinct_tokens(" ".join(f.sibling_symbols)),
             hunks=tuple((code_text(h.changed_text), code_text(" ".join(s.name for s in h.symbols))) for h in f.hunks),
+            excerpts=tuple(pack_text(h.excerpt) for h in f.hunks),
         )
         for f in cd.files
     )
