@@ -9,6 +9,7 @@ reused. Readers only trust hunks whose commit row says ``indexed``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import errno
 import fcntl
@@ -111,6 +112,7 @@ class Store:
         self.staging_path = path / STAGING_DIR
         self.vectors_path = path / VECTORS
         self._db: sqlite3.Connection | None = None
+        self._manifest: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
     # -- manifest ---------------------------------------------------------------------------------------------
 
@@ -118,7 +120,13 @@ class Store:
         return (self.path / MANIFEST).exists()
 
     def read_manifest(self) -> dict[str, Any]:
+        """The manifest (a copy: parsed again only when the file changed, which a ``stat`` tells; every search
+        reads it to notice a rebuild)."""
         try:
+            st = (self.path / MANIFEST).stat()
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if self._manifest is not None and self._manifest[0] == key:
+                return copy.deepcopy(self._manifest[1])
             data = json.loads((self.path / MANIFEST).read_text("utf-8"))
         except FileNotFoundError:
             raise StoreError(f"no index at {self.path}; run `backstory index`") from None
@@ -126,7 +134,14 @@ class Store:
             raise StoreError(f"the index manifest is unreadable ({e}); run `backstory index --rebuild`") from None
         if not isinstance(data, dict):
             raise StoreError("the index manifest is malformed; run `backstory index --rebuild`")
-        return data
+        self._manifest = (key, data)
+        return copy.deepcopy(data)
+
+    def data_version(self) -> tuple[int, int, int]:
+        """Changes when the catalogue's content may have: SQLite's ``data_version`` (another connection
+        committed) and this connection's own change count. What is derived from the catalogue is cached on it."""
+        db = self.db
+        return id(db), int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
 
     def write_manifest(self, data: dict[str, Any]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)

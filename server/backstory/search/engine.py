@@ -85,6 +85,15 @@ SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due
 SMALL_UPDATE_UNITS = 300
 
 
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file changed (or appeared, or went) without reading it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
 class Engine:
     def __init__(
         self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
@@ -96,6 +105,7 @@ class Engine:
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
+        self._fresh: tuple[Any, set[str] | None, int, dict[str, Any], str | None] | None = None  # see _counts
         self._generation: str | None = None
         self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
         self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see _topology_of)
@@ -324,25 +334,12 @@ class Engine:
             if writer is not None:
                 return info, set(), f"{_indexer(writer)} is building the index; search again when it has finished"
             return info, set(), "no index yet: run `backstory index`"
-        allowed, behind = indexed_reachable(self.store, self.repo, head)
-        count = None
-        if allowed is None and holds_branches(self.store):  # other branches are indexed too: HEAD's history only
-            _parents, _order, allowed, new = self._topology_of(head)
-            count = len(allowed) - new
-        if self.catalog.commit_state(head) == "indexed":
-            last: str | None = head
-        else:
-            last = next((sha for sha in self.catalog.newest_indexed() if allowed is None or sha in allowed), None)
-        if count is None:
-            count = self.catalog.indexed_count() if allowed is None else len(allowed & self.catalog.indexed_shas())
-        info.update(
-            indexed_commits=count,
-            commits_behind_head=behind,
-            last_indexed_commit=last,
-            indexed_at=self.store.get_state("indexed_at"),
-            dense_coverage=self.dense.coverage(),
-            symbols_pending=self.catalog.pending_symbol_files(),
-        )
+        key = (head, self.store.data_version(), self._generation, _stat(self.store.vectors_path))
+        if self._fresh is None or self._fresh[0] != key:
+            self._fresh = (key, *self._counts(head))
+        _key, allowed, behind, counted, vectors_problem = self._fresh
+        info.update(counted, commits_behind_head=behind)
+        count = counted["indexed_commits"]
         hint = None
         if count == 0:
             hint = (
@@ -355,8 +352,32 @@ class Engine:
                 f"{_indexer(writer)} is adding them" if writer is not None else "run `backstory index`"
             )
         elif self.models.dense:
-            hint = self.dense.problem()  # the vector file is missing or damaged
+            hint = vectors_problem  # the vector file is missing or damaged
         return info, allowed, hint
+
+    def _counts(self, head: str) -> tuple[set[str] | None, int, dict[str, Any], str | None]:
+        """What :meth:`freshness` reads from the catalogue (counts over every commit and file: tens of
+        milliseconds on git/git), computed again only when the catalogue, HEAD or the vector file changed."""
+        allowed, behind = indexed_reachable(self.store, self.repo, head)
+        count = None
+        if allowed is None and holds_branches(self.store):  # other branches are indexed too: HEAD's history only
+            _parents, _order, allowed, new = self._topology_of(head)
+            count = len(allowed) - new
+        if self.catalog.commit_state(head) == "indexed":
+            last: str | None = head
+        else:
+            last = next((sha for sha in self.catalog.newest_indexed() if allowed is None or sha in allowed), None)
+        if count is None:
+            count = self.catalog.indexed_count() if allowed is None else len(allowed & self.catalog.indexed_shas())
+        problem = self.dense.problem()
+        counted = {
+            "indexed_commits": count,
+            "last_indexed_commit": last,
+            "indexed_at": self.store.get_state("indexed_at"),
+            "dense_coverage": 0.0 if problem is not None else self.catalog.dense_coverage(),
+            "symbols_pending": self.catalog.pending_symbol_files(),
+        }
+        return allowed, behind, counted, problem
 
     # -- search -----------------------------------------------------------------------------------------------
 
