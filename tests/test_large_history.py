@@ -28,7 +28,7 @@ from backstory.history.libgit import walk
 from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit
 from backstory.history.repo import head_sha, open_repo
-from backstory.index import symbols_phase
+from backstory.index import merge_diffs, symbols_phase
 from backstory.index.build import index_repository
 from backstory.index.store import Store
 from backstory.index.text_index import open_index, search_lane
@@ -202,9 +202,12 @@ def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def phased(big_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The index a long run builds: keyword phase, merges, then the symbols phase (two reader processes)."""
+    """The index a long run builds: keyword phase, merges (diffed in reader processes), then the symbols phase
+    (two reader processes)."""
     out = tmp_path_factory.mktemp("phased")
-    report = index_repository(big_repo, index_dir=out)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(merge_diffs, "PARALLEL_FROM", 1)
+        report = index_repository(big_repo, index_dir=out)
     assert report.new_commits > symbols_phase.DEFER_FROM  # the phased path was taken
     return out
 
@@ -313,6 +316,11 @@ def test_merge_rows_are_the_ones_a_walk_reaches(big_repo: Path, phased: Path) ->
     assert len(expected) > 30
     assert got == expected
     assert not _db(phased).execute("SELECT 1 FROM merge_paths WHERE ops IS NULL").fetchone()
+
+
+def test_merge_blocks_diffed_in_readers_equal_one_process(phased: Path, one_pass: Path) -> None:
+    query = "SELECT sha, parent, path, ops FROM merge_paths"
+    assert sorted(_db(phased).execute(query)) == sorted(_db(one_pass).execute(query))
 
 
 def test_search_answers_while_symbols_wait_and_the_next_run_finishes(

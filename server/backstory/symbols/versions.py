@@ -33,6 +33,9 @@ Move = tuple[int, int, int, int, int]
 
 DEFINITIONS = 512  # definition lists kept (small: names and line numbers)
 TREES = 256  # parse trees kept (about 100 bytes per source line): enough for the files a stretch of history edits
+# ... and at most this much source among them: a tree takes several times its source's size, and a history of
+# large files (git/git's C files run to 200 KB) kept 256 of them in 660 MB per reader process
+TREE_SOURCE_BYTES = 16 << 20
 GAP = 2048  # re-matched spans closer than this are matched as one (fewer query runs, same result)
 
 
@@ -169,6 +172,7 @@ class VersionCache:
         self._tree_size = trees
         self._defs: OrderedDict[Hashable, list[Row] | None] = OrderedDict()
         self._trees: OrderedDict[Hashable, Parsed] = OrderedDict()
+        self._tree_bytes = 0  # source bytes of the kept trees
         self.stats: Counter[str] = Counter()
         self.carry = True  # carry definitions over between versions (off: match every version in full)
         self._successors: OrderedDict[Hashable, Hashable] = OrderedDict()  # version → a later one (merges)
@@ -265,10 +269,15 @@ class VersionCache:
         self._keep_tree(old_key, parsed)
 
     def _keep_tree(self, key: Hashable, parsed: Parsed) -> None:
+        old = self._trees.get(key)
+        if old is not None:
+            self._tree_bytes -= len(old.source)
         self._trees[key] = parsed
         self._trees.move_to_end(key)
-        if len(self._trees) > self._tree_size:
-            self._trees.popitem(last=False)
+        self._tree_bytes += len(parsed.source)
+        while len(self._trees) > self._tree_size or (self._tree_bytes > TREE_SOURCE_BYTES and len(self._trees) > 1):
+            _key, dropped = self._trees.popitem(last=False)
+            self._tree_bytes -= len(dropped.source)
 
 
 def tree_of(cache: VersionCache, key: Hashable) -> Tree | None:
