@@ -28,7 +28,7 @@ from .repo import HistoryError, _codec, _split_message, shallow_roots
 
 BLOB_CACHE_BYTES = 32 << 20  # recent blobs kept: a commit's old blob is often the next one's new blob
 TREE_CACHE_LIMIT = 1 << 20  # largest tree (or commit) libgit2 keeps in its object cache
-OBJECT_CACHE_BYTES = 128 << 20  # libgit2's object cache, per process
+OBJECT_CACHE_BYTES = 48 << 20  # libgit2's object cache, per process (recent trees and commits are what repeat)
 
 _KINDS = {DeltaStatus.ADDED: CHANGE_ADD, DeltaStatus.DELETED: CHANGE_DELETE, DeltaStatus.MODIFIED: CHANGE_MODIFY}
 

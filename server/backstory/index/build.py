@@ -24,7 +24,7 @@ from ..history import libgit
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import integrity, merge_diffs, relations, symbols_phase
+from . import integrity, memory, merge_diffs, relations, symbols_phase
 from .graph import SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
@@ -243,6 +243,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
                 done += len(batch)
                 batch, batch_hunks = [], 0
                 growth = min(growth * 2, BATCH_GROWTH_MAX)
+                memory.release()
                 if progress:
                     progress("history", done, total)
         if batch:

@@ -25,6 +25,7 @@ from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.reader import read_commit, read_merge
 from ..history.repo import open_repo
+from . import memory
 from .prepare import prepare
 
 CHUNK = 24  # commits per task: the unit in which results stream back
@@ -63,12 +64,19 @@ def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool, 
         return read_merge(repo, info, with_symbols=with_symbols)
     cd = read_commit(repo, info, policy, with_symbols=with_symbols)
     cd.prepared = prepare(cd, no_messages)  # the writer's text work, done here in parallel
+    for f in cd.files:  # the writer reads only what was prepared: the raw texts need not cross the pipe (nor
+        for h in f.hunks:  # wait in the read-ahead), which halves both
+            h.changed_text = h.excerpt = ""
     return cd
 
 
 def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
     w = _worker
-    return [_read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"]) for i in infos]
+    out = [_read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"]) for i in infos]
+    w["chunks"] = w.get("chunks", 0) + 1
+    if w["chunks"] % 8 == 0:
+        memory.release()  # a reader's caches churn through large blobs and parse trees
+    return out
 
 
 def segments(total: int, n: int) -> list[tuple[int, int]]:

@@ -31,6 +31,7 @@ from dulwich.repo import Repo
 
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
+from . import memory
 from .parallel import read_all
 from .prepare import hunk_docs
 from .progress import Progress
@@ -121,6 +122,7 @@ def attach(
         if len(batch) >= BATCH_COMMITS or hunks >= BATCH_HUNKS:
             _move(store, writer, staging, batch, no_messages)
             done, batch, hunks = done + len(batch), [], 0
+            memory.release()
             if progress:
                 progress("symbols", done, total)
     if batch and not (cancel is not None and cancel.is_set()):
