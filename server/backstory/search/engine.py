@@ -139,14 +139,21 @@ class Engine:
 
     def _staging_index(self) -> tantivy.Index | None:
         """The staging index of a long run's symbols phase (commits whose symbols are not attached yet), while
-        it exists: search reads it beside the main one (`index.symbols_phase`)."""
-        with reading_tantivy():
-            if not index_exists(self.store.staging_path):
-                self._staging = None
-                return None
-            if self._staging is None:
-                self._staging = open_index(self.store.staging_path, create=False)
-            self._staging.reload()
+        it exists: search reads it beside the main one (`index.symbols_phase`). The phase deletes it when it
+        ends, possibly while this opens it: then there is none."""
+        try:
+            with reading_tantivy():
+                if not index_exists(self.store.staging_path):
+                    self._staging = None
+                    return None
+                if self._staging is None:
+                    self._staging = open_index(self.store.staging_path, create=False)
+                self._staging.reload()
+        except (StoreError, FileNotFoundError):
+            self._staging = None
+            if index_exists(self.store.staging_path):
+                raise
+            return None
         return self._staging
 
     def manifest(self) -> dict[str, Any]:
