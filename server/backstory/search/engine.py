@@ -320,8 +320,11 @@ class Engine:
             self._generation = generation
 
     def freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
-        """Index freshness for ``_meta``, the reachable indexed set (None = all), and a hint when stale."""
-        with reading_catalogue():
+        """Index freshness for ``_meta``, the reachable indexed set (None = all), and a hint when stale.
+
+        Under the engine's lock: the language server asks from several threads (status, hovers, searches), and
+        they share one catalogue connection and the cache of counts."""
+        with self._lock, reading_catalogue():
             return self._freshness()
 
     def _freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
