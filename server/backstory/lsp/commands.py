@@ -148,8 +148,7 @@ def label_partial(state: RepoState, result: Any) -> Any:
             meta["hint"] = f"indexing {n}: results are partial until it finishes"
         elif state.waiting_for is not None:  # another process holds the write lock: the server goes on after it
             meta["hint"] = (
-                f"indexing {n} as soon as another indexer ({state.waiting_for}) is done: results are partial "
-                "until then"
+                f"indexing {n} as soon as another indexer ({state.waiting_for}) is done: results are partial until then"
             )
         else:
             failed = status.get("message") if status.get("state") == "error" else None
