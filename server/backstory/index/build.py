@@ -251,6 +251,8 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             done += len(batch)
             if progress:
                 progress("history", done, total)
+        del graph, todo, known, batch  # the walk's commits, messages included (~100 MB on git/git), are done with
+        memory.release()
         if not report.cancelled:  # merges' change blocks, for exact symbol history (not searched)
             merge_diffs.fill(store, repo.controldir(), cancel, progress)
         if not report.cancelled and options.symbols:
