@@ -339,7 +339,7 @@ def test_rewrite_where_patience_and_myers_disagree_matches_git_log_l(repo: GitRe
 
 def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
     from backstory.history.diff import changes
-    from backstory.index.merge_diffs import NOT_NEEDED, decode
+    from backstory.index.merge_diffs import ADDED, decode
 
     _feature_strips_load(repo)
     repo.commit("main: wb", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
@@ -358,14 +358,14 @@ def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
     assert rows and all(r["ops"] is not None for r in rows)
     for sha, parent, path, ops in rows:
         first = repo.git("rev-parse", f"{sha}^1").strip()
-        if parent != first and any(r[0] == sha and r[1] == first and r[2] == path for r in rows):
-            assert ops != NOT_NEEDED
-        if ops in (NOT_NEEDED, "A"):
+        if parent != first:  # a later parent is listed only behind a first parent that differs too
+            assert any(r[0] == sha and r[1] == first and r[2] == path for r in rows)
+        if ops == ADDED:
             continue
         old = repo.git("show", f"{parent}:{path}").encode()
         new = repo.git("show", f"{sha}:{path}").encode()
         assert decode(ops) == [(i, i + n, j, j + m) for i, n, j, m in changes(old, new)]
-    assert {r["ops"] for r in rows} & {NOT_NEEDED, "A"}  # rows a walk never reads are not diffed
+    assert ADDED in {r["ops"] for r in rows}  # a file new relative to a parent
 
 
 def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(repo: GitRepo) -> None:

@@ -185,7 +185,7 @@ def _through_merge(
                 mapped.append((p, spans))  # the file is identical in the merge and this parent
                 continue
             ops = stored.get(key) if indexed else None
-            if ops is None or ops in (merge_diffs.UNKNOWN, merge_diffs.NOT_NEEDED):
+            if ops is None or ops == merge_diffs.UNKNOWN:
                 ops = engine.merge_blocks(merge, parent, p)
             if ops == merge_diffs.UNKNOWN:
                 mapped.append((p, spans))  # objects missing: nothing to compare, as if unchanged

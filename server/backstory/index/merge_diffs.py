@@ -31,7 +31,6 @@ from .store import Store
 RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
 ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
 UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fall back to a diff on the fly
-NOT_NEEDED = "-"  # (written by older versions) an earlier parent has the path unchanged: never compared
 CHUNK = 500
 PARALLEL_FROM = 4 * CHUNK  # rows from which reader processes diff them
 BLOB_CACHE_LIMIT = 1 << 20
