@@ -208,6 +208,30 @@ def test_hunks_are_gits_own_diff(tmp_path) -> None:
         assert ours == git_lines, case
 
 
+def test_hunks_keep_their_context_where_the_common_tail_is_cut(tmp_path) -> None:
+    # the change blocks are diffed with git's 1 KiB common-tail cut (as git log -L diffs); a hunk ending at the
+    # cut gets its trailing context back from the cut part, so hunks still read as `git diff -U3` prints them
+    old = [f"line {i} of the file" for i in range(1, 301)]
+    cases = 0
+    for k in range(200, 300, 3):  # the cut lands somewhere in here: every distance from it is tried
+        new = list(old)
+        new[k] = f"changed line {k}"
+        a, b = tmp_path / "a", tmp_path / "b"
+        a.write_text("\n".join(old) + "\n")
+        b.write_text("\n".join(new) + "\n")
+        out = subprocess.run(
+            ["git", "diff", "--no-index", "-U3", str(a), str(b)], capture_output=True, text=True, check=False
+        ).stdout
+        git_lines = [line.split(" @@")[0] + " @@" if line.startswith("@@") else line for line in out.splitlines()[4:]]
+        (hunk,) = diff_hunks(a.read_bytes(), b.read_bytes(), full=True)
+        assert hunk.excerpt.split("\n") == git_lines, k
+        trailing = min(3, len(old) - 1 - k)
+        assert hunk.ops == "3=1-1+" + (f"{trailing}=" if trailing else "")
+        assert hunk.removed_lines == hunk.added_lines == [k + 1]
+        cases += 1
+    assert cases == 34
+
+
 # -- symbol attribution: parse trees carried from version to version must not change anything --------------
 
 LANGUAGE_FILES = {

@@ -93,17 +93,6 @@ def _changes(patch: pygit2.Patch) -> list[Change]:
     return out
 
 
-def _group(blocks: list[Change], context: int) -> list[list[Change]]:
-    """Blocks whose unchanged gap is at most twice the context share a hunk (git's rule)."""
-    groups: list[list[Change]] = []
-    for c in blocks:
-        if groups and c[0] - (groups[-1][-1][0] + groups[-1][-1][1]) <= 2 * context:
-            groups[-1].append(c)
-        else:
-            groups.append([c])
-    return groups
-
-
 def _decode(line: bytes) -> str:
     return line.decode("utf-8", "replace").rstrip("\r")
 
@@ -120,65 +109,107 @@ def _header_start(index: int, count: int) -> int:
 def diff_hunks(old: bytes, new: bytes, *, full: bool = False) -> list[Hunk]:
     """Hunks turning ``old`` into ``new``; 1-based line numbers. ``full`` keeps excerpts untruncated (for show).
 
+    libgit2's xdiff emits the hunks with three lines of context, grouped as ``git diff`` groups them, so only
+    the hunks' lines are decoded, never the whole files. The change blocks are :func:`changes`' (the common
+    tail is cut first, as there); a last hunk that reaches the cut gets its trailing context back from the cut
+    part, which both sides share.
+
     ``ops`` spells each hunk line by line, run-length (``3=2-1+3=``): line-range tracking reads git's change
     blocks back from it (the runs between ``=``), whatever the context or the excerpt's truncation."""
-    blocks = changes(old, new)
-    if not blocks:
+    if old == new:
         return []
-    a = split_lines(old)
-    b = split_lines(new)
-    hunks: list[Hunk] = []
-    for group in _group(blocks, CONTEXT):
-        first, last = group[0], group[-1]
-        lead = min(CONTEXT, first[0], first[2])
-        i1, j1 = first[0] - lead, first[2] - lead
-        tail = min(CONTEXT, len(a) - (last[0] + last[1]), len(b) - (last[2] + last[3]))
-        i2, j2 = last[0] + last[1] + tail, last[2] + last[3] + tail
-        old_start, new_start = _header_start(i1, i2 - i1), _header_start(j1, j2 - j1)
-        out: list[str] = [f"@@ -{_range(old_start, i2 - i1)} +{_range(new_start, j2 - j1)} @@"]
-        changed: list[str] = []
-        changed_len = 0
-        added: list[int] = []
-        removed: list[int] = []
-        ops: list[str] = []
-        pos = i1
-        for ci, cn, cj, cm in group:
-            if ci > pos:
-                ops.append(f"{ci - pos}=")
-                out.extend(" " + _decode(line) for line in a[pos:ci])
-            if cn:
-                ops.append(f"{cn}-")
-            if cm:
-                ops.append(f"{cm}+")
-            sides = (("-", a, ci, ci + cn, removed), ("+", b, cj, cj + cm, added))
-            for mark, lines, lo, hi, numbers in sides:
-                for k in range(lo, hi):
-                    text = _decode(lines[k])
-                    out.append(mark + text)
-                    numbers.append(k + 1)
-                    if changed_len < CHANGED_MAX_CHARS:
-                        changed.append(text)
-                        changed_len += len(text) + 1
-            pos = ci + cn
-        if i2 > pos:
-            ops.append(f"{i2 - pos}=")
-            out.extend(" " + _decode(line) for line in a[pos:i2])
-        excerpt, truncated = ("\n".join(out), False) if full else _truncate(out)
-        hunks.append(
-            Hunk(
-                old_start=old_start,
-                old_lines=i2 - i1,
-                new_start=new_start,
-                new_lines=j2 - j1,
-                excerpt=excerpt,
-                truncated=truncated,
-                changed_text="\n".join(changed),
-                added_lines=added,
-                removed_lines=removed,
-                ops="".join(ops),
-            )
-        )
+    a, b = trim_common_tail(old, new)
+    patch = pygit2.Patch.create_from(a, b, context_lines=CONTEXT, interhunk_lines=0, flag=_FLAGS)
+    found = patch.hunks
+    hunks = []
+    for n, h in enumerate(found):
+        tail: list[str] = []
+        if a is not old and n == len(found) - 1:
+            tail = _cut_context(h, old, a)
+        hunks.append(_hunk(h, tail, full))
     return hunks
+
+
+def _cut_context(h: pygit2.DiffHunk, old: bytes, kept: Buffer) -> list[str]:
+    """The trailing context lines a hunk lost to the cut common tail (at most :data:`CONTEXT`)."""
+    if h.old_start + h.old_lines - 1 < _line_count(kept):
+        return []  # the hunk ends before the cut: its context is all there
+    trailing = 0
+    for line in reversed(h.lines):
+        if line.origin == " ":
+            trailing += 1
+        elif line.origin in "-+":
+            break
+    if trailing >= CONTEXT:
+        return []
+    cut = old[len(memoryview(kept)) :]  # starts at a line: the cut ends on a line start
+    return [_decode(line) for line in split_lines(cut)[: CONTEXT - trailing]]
+
+
+def _line_count(data: Buffer) -> int:
+    """Lines in a text as :func:`split_lines` counts them (without splitting it)."""
+    raw = data if isinstance(data, bytes) else bytes(memoryview(data))
+    return raw.count(b"\n") + (0 if not raw or raw.endswith(b"\n") else 1)
+
+
+def _hunk(h: pygit2.DiffHunk, tail: list[str], full: bool) -> Hunk:
+    """One hunk from libgit2's lines, plus ``tail``: context lines to append (see :func:`_cut_context`)."""
+    old_lines, new_lines = h.old_lines + len(tail), h.new_lines + len(tail)
+    out: list[str] = [f"@@ -{_range(h.old_start, old_lines)} +{_range(h.new_start, new_lines)} @@"]
+    changed: list[str] = []
+    changed_len = 0
+    added: list[int] = []
+    removed: list[int] = []
+    ops: list[str] = []
+    run, count = "", 0
+    for line in h.lines:
+        origin = line.origin
+        if origin not in _ORIGINS:
+            continue  # "\\ No newline at end of file"
+        text = line.content
+        if text.endswith("\n"):
+            text = text[:-1]
+        text = text.rstrip("\r")
+        out.append(origin + text)
+        if origin != run:
+            if count:
+                ops.append(f"{count}{_ORIGINS[run]}")
+            run, count = origin, 0
+        count += 1
+        if origin == " ":
+            continue
+        if origin == "-":
+            removed.append(line.old_lineno)
+        else:
+            added.append(line.new_lineno)
+        if changed_len < CHANGED_MAX_CHARS:
+            changed.append(text)
+            changed_len += len(text) + 1
+    if tail:
+        out.extend(" " + text for text in tail)
+        if run != " ":
+            if count:
+                ops.append(f"{count}{_ORIGINS[run]}")
+            run, count = " ", 0
+        count += len(tail)
+    if count:
+        ops.append(f"{count}{_ORIGINS[run]}")
+    excerpt, truncated = ("\n".join(out), False) if full else _truncate(out)
+    return Hunk(
+        old_start=h.old_start,
+        old_lines=old_lines,
+        new_start=h.new_start,
+        new_lines=new_lines,
+        excerpt=excerpt,
+        truncated=truncated,
+        changed_text="\n".join(changed),
+        added_lines=added,
+        removed_lines=removed,
+        ops="".join(ops),
+    )
+
+
+_ORIGINS = {" ": "=", "-": "-", "+": "+"}
 
 
 def diff_ops(old: bytes, new: bytes) -> list[tuple[int, int, int, int, str]]:

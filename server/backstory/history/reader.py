@@ -21,6 +21,7 @@ from .diff import diff_hunks, diff_ops
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
 from .policy import PathPolicy
 from .renames import detect_renames
+from .trees import TreeDiffer
 
 MAX_SIBLINGS = 60
 
@@ -28,11 +29,12 @@ MAX_SIBLINGS = 60
 class Reading:
     """What reading one repository's history keeps between commits: the libgit2 handle, recent blobs (walking
     newest first, a commit's old blob is often the next commit's new one) and parsed file versions
-    (``versions`` parses a file's old version incrementally from its new one)."""
+    (``versions`` parses a file's old version incrementally from its new one), recent trees (``trees``: likewise)."""
 
     def __init__(self, repo: Repo) -> None:
         self.git = libgit.of(repo)
         self.blobs = libgit.BlobCache(self.git)
+        self.trees = TreeDiffer(self.git)
         self.versions = VersionCache()
 
 
@@ -77,9 +79,9 @@ def read_commit(
     parent_tree = None
     if len(info.parents) > parent_index:
         parent = libgit.commit(state.git, info.parents[parent_index])
-        parent_tree = parent.tree if parent is not None else None
+        parent_tree = parent.tree_id.raw if parent is not None else None
     files: list[FileDiff] = []
-    changes = detect_renames(libgit.tree_changes(parent_tree, commit.tree), state.blobs.get)
+    changes = detect_renames(state.trees.changes(parent_tree, commit.tree_id.raw), state.blobs.get)
     for change in changes:
         old, new = change.old, change.new
         old_path = _decode_path(old.path if old else None)
@@ -153,7 +155,7 @@ def read_merge(repo: Repo, info: CommitInfo, *, with_symbols: bool = False) -> C
             continue
         if differing is None:
             differing = {}
-            for change in libgit.tree_changes(parent.tree, commit.tree):
+            for change in state.trees.changes(parent.tree_id.raw, commit.tree_id.raw):
                 path = _decode_path(change.new.path if change.new else change.old.path if change.old else None)
                 language = symbols.language_for_path(path) if path else None
                 if language not in supported:
