@@ -337,6 +337,27 @@ def test_cpp_header_labelled_c_is_parsed_as_cpp() -> None:
     assert [d.name for d in extract_definitions(c_src, "c") or []][:1] == ["s"]
 
 
+@pytest.mark.parametrize(
+    ("source", "cpp"),
+    [
+        (b"class A {};", True),
+        (b"int x;\n  \tnamespace n {", True),
+        (b"int x;\ntemplate<class T> T f();", True),
+        (b"using std = int;", True),
+        (b"x = std::move(y);", True),
+        (b"(std::string)", True),
+        (b"mystd::x; /* a class of bugs */", False),
+        (b"int classify(void);\n// class: not at the start\n", False),
+        (b"usingx = 1;\nnamespaces;\n", False),
+        (b"", False),
+    ],
+)
+def test_cpp_only_lines_are_recognised(source: bytes, cpp: bool) -> None:
+    from backstory.symbols.extract import _looks_like_cpp
+
+    assert _looks_like_cpp(source) is cpp
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 
