@@ -3,7 +3,9 @@
 Starts ``backstory serve`` over stdio with a real pygls client, then measures: time from ``initialize`` to
 the first answered search and to "ready" (history and dense phases done), hover p50/p95 (cold with prewarming
 off, or, with ``--prewarm``, first hovers after the opened documents were prewarmed; then cached),
-findPriorArt p50/p95 with and without rerank, and the server's RSS after indexing. With ``--commit-latency`` it
+findPriorArt p50/p95 with and without rerank, and the server's RSS after indexing. With ``--during`` it also
+searches and hovers once a second while the history indexes, timing each answer by indexing phase, and samples
+the server's own RSS (the indexing child apart) until the index is ready. With ``--commit-latency`` it
 also commits on a temporary branch of REPO and times how long until that commit is searchable (then checks the
 original branch out again and deletes the temporary one; the next indexing run purges the commit).
 """
@@ -59,6 +61,53 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                out += [int(child), *_children(int(child))]
+    except OSError:
+        pass
+    return out
+
+
+async def _during_indexing(pid: int | None, cmd: Any, hover: Any, queries: list[str], positions: list[Any]) -> dict:
+    """Until the server says "ready": one search and one hover a second, timed and labelled with the phase the
+    server reported just before; the server's RSS and its children's (the indexing job) sampled meanwhile."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    peak = {"server_rss_mb": 0.0, "children_rss_mb": 0.0}
+    answered = {"search": 0, "hover": 0}
+    k = 0
+    t0 = time.perf_counter()
+    while True:
+        status = (await cmd("backstory.status", {}))["server"]
+        if pid is not None:
+            peak["server_rss_mb"] = max(peak["server_rss_mb"], _rss_mb(pid) or 0.0)
+            kids = sum(_rss_mb(c) or 0.0 for c in _children(pid))
+            peak["children_rss_mb"] = max(peak["children_rss_mb"], round(kids, 1))
+        if status.get("state") == "ready":
+            break
+        phase = str(status.get("phase") or status.get("state"))
+        bucket = samples.setdefault(phase, {"search": [], "hover": []})
+        t = time.perf_counter()
+        r = await cmd("backstory.search", {"query": queries[k % len(queries)], "rerank": False})
+        bucket["search"].append((time.perf_counter() - t) * 1000)
+        answered["search"] += bool(r.get("results"))
+        if positions:
+            t = time.perf_counter()
+            h = await hover(positions[k % len(positions)])
+            bucket["hover"].append((time.perf_counter() - t) * 1000)
+            answered["hover"] += h is not None
+        k += 1
+        await asyncio.sleep(1.0)
+    phases = {
+        phase: {kind: {"n": len(v), "p50_ms": _pct(v, 50), "p95_ms": _pct(v, 95)} for kind, v in kinds.items() if v}
+        for phase, kinds in samples.items()
+    }
+    return {"seconds": round(time.perf_counter() - t0, 1), "answered": answered, "by_phase": phases, **peak}
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
@@ -92,7 +141,13 @@ async def commit_latency(repo: Path, search: Any, runs: int = 3) -> dict[str, An
 
 
 async def run(
-    repo: Path, n: int, index_dir: str | None, measure_commit: bool = False, prewarm: bool = False
+    repo: Path,
+    n: int,
+    index_dir: str | None,
+    measure_commit: bool = False,
+    prewarm: bool = False,
+    during: bool = False,
+    dense: bool = True,
 ) -> dict[str, Any]:
     client = LanguageClient("backstory-bench", "1")
     statuses: list[dict[str, Any]] = []
@@ -102,7 +157,7 @@ async def run(
     res: dict[str, Any] = {"repo": str(repo)}
     t0 = time.perf_counter()
     caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
-    options: dict[str, Any] = {"hoverPrewarm": prewarm}
+    options: dict[str, Any] = {"hoverPrewarm": prewarm, "dense": dense}
     if index_dir:
         options["indexDir"] = index_dir
     await client.initialize_async(
@@ -120,6 +175,19 @@ async def run(
             res["first_answer_s"] = round(time.perf_counter() - t0, 2)
             break
         await asyncio.sleep(0.2)
+    positions = _positions(repo, n)
+    for path, _line, _col in {p[0]: p for p in positions}.values():
+        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+            uri=path.as_uri(), language_id="x", version=1, text=path.read_text("utf-8", "replace"))))  # fmt: skip
+
+    async def hover(p: tuple[Path, int, int]) -> Any:
+        doc = types.TextDocumentIdentifier(uri=p[0].as_uri())
+        pos = types.Position(line=p[1], character=p[2])
+        return await client.text_document_hover_async(types.HoverParams(text_document=doc, position=pos))
+
+    pid = client._server.pid if client._server else None  # type: ignore[attr-defined]
+    if during:
+        res["during_indexing"] = await _during_indexing(pid, cmd, hover, queries, positions)
     while True:
         status = await cmd("backstory.status", {})
         if status.get("server", {}).get("state") == "ready":
@@ -128,10 +196,6 @@ async def run(
         await asyncio.sleep(0.5)
     res["indexed_commits"] = status["index"]["indexed_commits"]
     res["dense_coverage"] = status["index"].get("dense_coverage")
-    positions = _positions(repo, n)
-    for path, _line, _col in {p[0]: p for p in positions}.values():
-        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-            uri=path.as_uri(), language_id="x", version=1, text=path.read_text("utf-8", "replace"))))  # fmt: skip
 
     async def timed(coro_fn: Any, items: list[Any]) -> dict[str, float]:
         times = []
@@ -140,11 +204,6 @@ async def run(
             await coro_fn(it)
             times.append((time.perf_counter() - t) * 1000)
         return {"p50_ms": _pct(times, 50), "p95_ms": _pct(times, 95), "mean_ms": round(statistics.mean(times), 2)}
-
-    async def hover(p: tuple[Path, int, int]) -> Any:
-        doc = types.TextDocumentIdentifier(uri=p[0].as_uri())
-        pos = types.Position(line=p[1], character=p[2])
-        return await client.text_document_hover_async(types.HoverParams(text_document=doc, position=pos))
 
     if prewarm:  # let the background prewarm of the opened documents finish, as a reader would
         t, last = time.perf_counter(), -1
@@ -168,7 +227,6 @@ async def run(
         res["commit_to_searchable"] = await commit_latency(
             repo, lambda q: cmd("backstory.search", {"query": q, "rerank": False})
         )
-    pid = client._server.pid if client._server else None  # type: ignore[attr-defined]
     res["server_rss_mb"] = _rss_mb(pid) if pid else None
     await client.shutdown_async(None)
     client.exit(None)
@@ -184,9 +242,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--commit-latency", action="store_true", help="commit on a temporary branch and time it")
     ap.add_argument("--prewarm", action="store_true", help="let hover prewarming run before the first hovers")
+    ap.add_argument("--during", action="store_true", help="search and hover while the history indexes")
+    ap.add_argument("--no-dense", action="store_true", help="the server's dense option off (keyword lanes only)")
     args = ap.parse_args(argv)
     report = asyncio.run(
-        run(Path(args.repo).resolve(), args.queries, args.index_dir, args.commit_latency, args.prewarm)
+        run(
+            Path(args.repo).resolve(),
+            args.queries,
+            args.index_dir,
+            args.commit_latency,
+            args.prewarm,
+            during=args.during,
+            dense=not args.no_dense,
+        )
     )
     emit(report, args.out)
     return 0
