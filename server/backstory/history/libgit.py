@@ -24,24 +24,31 @@ from .repo import HistoryError, _codec, _split_message, shallow_roots
 BLOB_CACHE_BYTES = 32 << 20  # recent blobs kept: a commit's old blob is often the next one's new blob
 TREE_CACHE_LIMIT = 1 << 20  # largest tree (or commit) libgit2 keeps in its object cache
 OBJECT_CACHE_BYTES = 48 << 20  # libgit2's object cache, per process (recent trees and commits are what repeat)
+# libgit2 maps packs in windows of 1 GiB up to 8 GiB by default, and every page a walk touches stays resident: on
+# git/git a reader process held 141 MB of pack pages after 4,000 commits, 45 MB with these (reading cost ~5 % more)
+PACK_WINDOW_BYTES = 64 << 20
+PACK_MAPPED_LIMIT = 160 << 20
 
 
 @functools.lru_cache(maxsize=8)
 def open_repository(git_dir: str) -> pygit2.Repository:
     """The libgit2 handle of a git directory (a linked worktree's own one works too); cached per directory.
     libgit2 rescans the object database when an id is not found, so objects written later are seen."""
-    _cache_trees()
+    _settings()
     return pygit2.Repository(git_dir)
 
 
 @functools.cache
-def _cache_trees() -> None:
-    """Let libgit2 keep trees of any size (process-wide). By default it caches none over 4 KiB, and a large
-    project's top trees are bigger: every tree diff inflated them from the pack again (2x the time of git/git's
-    tree diffs). Commits get the same, for long messages; the cache as a whole stays bounded."""
+def _settings() -> None:
+    """libgit2's process-wide memory settings. Trees of any size are cached: by default none over 4 KiB is, and
+    a large project's top trees are bigger, so every commit's lookup inflated them from the pack again (2x the
+    time of git/git's tree diffs). Commits get the same, for long messages; the cache as a whole stays bounded.
+    Pack windows are bounded too (see ``PACK_WINDOW_BYTES``)."""
     pygit2.settings.cache_object_limit(ObjectType.TREE, TREE_CACHE_LIMIT)
     pygit2.settings.cache_object_limit(ObjectType.COMMIT, TREE_CACHE_LIMIT)
     pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
+    pygit2.settings.mwindow_size = PACK_WINDOW_BYTES
+    pygit2.settings.mwindow_mapped_limit = PACK_MAPPED_LIMIT
 
 
 def of(repo: Repo) -> pygit2.Repository:
