@@ -559,12 +559,16 @@ def test_version_cache_keeps_not_parsed_and_bad_versions() -> None:
     assert cache.definitions("good", good, "python") == extract_definitions(good, "python")
     broken = b"def f(:\n    pass\n\xff\xfe\n"
     cache.derive("good", "broken", broken, [(1, 3, 1, 2)])
+    full = cache.stats["full"]
     assert cache.definitions("broken", broken, "python") == extract_definitions(broken, "python")
+    assert cache.stats["full"] == full  # what the derive found (re-parsed from scratch: errors) is not parsed again
+    assert tree_of(cache, "broken") is None  # a tree with errors is no base for older versions
     huge = b"x = 1\n" * 100_000
     cache.derive("broken", "huge", huge, [(1, 100_000, 1, 3)])
     assert cache.definitions("huge", huge, "python") is None
-    assert cache.stats["hit"] == 0 and cache.definitions("good", good, "python") is not None
-    assert cache.stats["hit"] == 1
+    hits = cache.stats["hit"]
+    assert cache.definitions("good", good, "python") is not None
+    assert cache.stats["hit"] == hits + 1
 
 
 # -- range helpers -------------------------------------------------------------------------------

@@ -219,10 +219,13 @@ class VersionCache:
             if parsed is not None and parsed.tree is not None:
                 self._keep_tree(key, parsed)
         found = None if parsed is None else rows(parsed)
+        self._remember(key, found)
+        return found
+
+    def _remember(self, key: Hashable, found: list[Row] | None) -> None:
         self._defs[key] = found
         if len(self._defs) > self._size:
             self._defs.popitem(last=False)
-        return found
 
     def can_derive(self, new_key: Hashable, old_key: Hashable) -> bool:
         """Whether `derive` would parse ``old_key`` from ``new_key`` (so the caller can skip preparing a diff)."""
@@ -239,13 +242,6 @@ class VersionCache:
         base = self._trees.get(new_key)
         if base is None or base.tree is None or old_key in self._defs or old_key in self._trees:
             return
-        if base.language != base.requested:
-            return  # a C header parsed as C++: its C tree is gone, parse the old version afresh when asked
-        if base.tree.root_node.has_error:
-            # its older version almost always has the same errors (git/git's C macros), and `extract.parse` redoes
-            # a re-parse with errors from scratch: trying cost a second parse of 1,246 of 3,648 versions there
-            self.stats["errors"] += 1
-            return
         if base.lines is None:
             base.lines = _Lines(base.source)
         old_lines = _Lines(old_source)
@@ -261,6 +257,10 @@ class VersionCache:
         parsed = parse(old_source, base.requested, base=tree)
         if parsed is None or parsed.tree is None:
             return
+        if not _can_be_base(parsed):  # the re-parse met errors and was redone from scratch: keep what it found
+            self._remember(old_key, rows(parsed))
+            self.stats["unkept"] += 1
+            return
         parsed.lines = old_lines
         if parsed.incremental and base.found is not None and self.carry:
             changed = [(r.start_byte, r.end_byte) for r in tree.changed_ranges(parsed.tree)]
@@ -274,6 +274,10 @@ class VersionCache:
         self._keep_tree(old_key, parsed)
 
     def _keep_tree(self, key: Hashable, parsed: Parsed) -> None:
+        """Keep a version's tree to derive its older version from (see `_can_be_base`)."""
+        if not _can_be_base(parsed):
+            self.stats["unkept"] += 1
+            return
         old = self._trees.get(key)
         if old is not None:
             self._tree_bytes -= len(old.source)
@@ -283,6 +287,15 @@ class VersionCache:
         while len(self._trees) > self._tree_size or (self._tree_bytes > TREE_SOURCE_BYTES and len(self._trees) > 1):
             _key, dropped = self._trees.popitem(last=False)
             self._tree_bytes -= len(dropped.source)
+
+
+def _can_be_base(parsed: Parsed) -> bool:
+    """Whether an older version can be derived from this tree. Not from a C header parsed as C++ (its C tree is
+    gone), nor from a tree with syntax errors: its older version almost always has the same errors (git/git's C
+    macros), and `extract.parse` redoes a re-parse with errors from scratch. Deriving from those cost a second
+    parse of a third of git/git's versions, and keeping their trees most of a reader's memory."""
+    tree = parsed.tree
+    return tree is not None and parsed.language == parsed.requested and not tree.root_node.has_error
 
 
 def tree_of(cache: VersionCache, key: Hashable) -> Tree | None:
