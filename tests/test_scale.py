@@ -6,10 +6,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from backstory.evaluation.scale import PeakRss, json_report, select_cuts, table, tree_pids, tree_rss
+from backstory.evaluation.scale import (
+    PeakRss,
+    json_report,
+    phase_cpu,
+    select_cuts,
+    table,
+    tree_cpu,
+    tree_pids,
+    tree_rss,
+)
 
 MB = 1_000_000
 
@@ -56,6 +66,7 @@ def test_the_index_report_is_the_last_json_line_and_the_table_lines_up() -> None
         json_report("indexed 4,846 new commits in 21.6 s\n")
     row = {
         "commits": 19790, "git_dir_mb": 27.0, "git_log_p_s": 10.0, "index_ratio_to_git_log": 18.4,
+        "index_cpu_ratio_to_git_log": 23.3,
         "index": {"wall_s": 184.0, "cpu_s": 233.0, "peak_rss_sum_mb": 900.0, "peak_pss_sum_mb": 600.0,
                   "peak_rss_largest_mb": 300.0},
         "index_size_mb": 144.5, "index_ratio_to_git_dir": 5.4, "first_results": {"s": 6.5},
@@ -63,5 +74,32 @@ def test_the_index_report_is_the_last_json_line_and_the_table_lines_up() -> None
     }  # fmt: skip
     lines = table({"20000": row, "all": {**row, "commits": 81966}}).splitlines()
     assert len(lines) == 3 and len({len(line) for line in lines}) == 1
-    assert lines[1].split() == ["20000", "19,790", "27", "10.0", "184.0", "18.4", "233", "-", "900/600/300",
+    assert lines[1].split() == ["20000", "19,790", "27", "10.0", "184.0", "18.4", "233", "23.3", "-", "900/600/300",
                                 "144", "5.4", "6.5", "12.5/18.1"]  # fmt: skip
+
+
+def test_phase_cpu_splits_the_series_at_the_reported_phases() -> None:
+    series = [(0.0, 0.0), (10.0, 20.0), (20.0, 30.0), (30.0, 60.0)]
+    # consecutive from the start: history 0-15 s, merges 15-20 s, symbols 20-40 s (past the end: clamped)
+    assert phase_cpu(series, {"history": 15.0, "merges": 5.0, "symbols": 20.0}) == {
+        "history": 25.0, "merges": 5.0, "symbols": 30.0,
+    }  # fmt: skip
+    assert phase_cpu([], {"history": 1.0}) == {"history": 0.0}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads Linux's /proc")
+def test_tree_cpu_counts_a_busy_child_and_a_reaped_one() -> None:
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    before = tree_cpu(os.getpid())
+    subprocess.run([sys.executable, "-c", spin], check=True)  # exited and reaped: counted through this process
+    assert tree_cpu(os.getpid()) - before >= 0.45
+    child = subprocess.Popen([sys.executable, "-c", spin + "\nimport sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while tree_cpu(child.pid) < 0.45 and time.monotonic() < deadline:  # alive: its own time
+            time.sleep(0.05)
+        assert tree_cpu(child.pid) >= 0.45
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(10)

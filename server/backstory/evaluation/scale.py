@@ -12,6 +12,7 @@ size per component and per catalogue table. Prints a table, writes JSON and a PN
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -97,6 +98,48 @@ def proc_kb(pid: int, field: str, name: str = "status") -> int:
     return 0
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds of ``root``'s process tree so far: each live process's user + system time, plus what the
+    root's reaped children used (a reader process that exited counts through its parent)."""
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+        if pid == root:
+            total += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return total / _TICK
+
+
+def phase_cpu(series: list[tuple[float, float]], phases: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per phase from a (seconds since start, tree CPU) series, the phases taken as consecutive
+    from the start (the first one includes the process's start-up) with the durations the indexer reported."""
+    out: dict[str, float] = {}
+    start = 0.0
+    for name, seconds in phases.items():
+        end = start + seconds
+        out[name] = round(_cpu_at(series, end) - _cpu_at(series, start), 1)
+        start = end
+    return out
+
+
+def _cpu_at(series: list[tuple[float, float]], t: float) -> float:
+    """The series' CPU at ``t``, interpolated linearly (clamped to the ends)."""
+    if not series:
+        return 0.0
+    if t <= series[0][0]:
+        return series[0][1]
+    for (t0, c0), (t1, c1) in itertools.pairwise(series):
+        if t <= t1:
+            return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+    return series[-1][1]
+
+
 def tree_rss(root: int) -> dict[str, int]:
     """Bytes of ``root``'s process tree now: VmRSS summed (pages forked workers share counted in each) and of
     the largest process, and the proportional set size summed (shared pages split between their users)."""
@@ -111,6 +154,8 @@ class PeakRss:
 
     def __init__(self, root: int, every: float = 0.2) -> None:
         self.root, self.every, self.peaks, self.samples = root, every, tree_rss(root), 1  # a sample before return
+        self._t0 = time.perf_counter()
+        self.cpu: list[tuple[float, float]] = [(0.0, tree_cpu(root))]  # the tree's CPU over time, for phases
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -119,6 +164,8 @@ class PeakRss:
         while not self._done.wait(self.every):
             for k, v in tree_rss(self.root).items():
                 self.peaks[k] = max(self.peaks[k], v)
+            if self.samples % 5 == 0:  # once a second
+                self.cpu.append((time.perf_counter() - self._t0, tree_cpu(self.root)))
             self.samples += 1
 
     def stop(self) -> dict[str, Any]:
@@ -148,6 +195,8 @@ def timed_run(cmd: list[str]) -> dict[str, Any]:
     try:
         report = json_report(out)
         res |= {"phase_seconds": report.get("phase_seconds"), "hunks": report.get("hunks")}
+        if report.get("phase_seconds"):
+            res["phase_cpu_s"] = phase_cpu(sampler.cpu, report["phase_seconds"])
     except ValueError:
         pass  # no JSON: the figures above stand alone
     return res
@@ -196,11 +245,19 @@ def first_results(cut: Path, index_dir: Path, query: str, timeout: float) -> dic
 
 
 def git_log_reference(cut: Path, runs: int) -> dict[str, Any]:
-    """Median seconds of ``git log -p --no-merges`` over ``runs``, or one run when the first is long."""
-    times = [git_log_seconds(cut, 1) or 0.0]
-    if times[0] < LONG_GIT_LOG_S:
-        times += [git_log_seconds(cut, 1) or 0.0 for _ in range(runs - 1)]
-    return {"git_log_p_s": round(statistics.median(times), 3), "git_log_p_runs": len(times)}
+    """Median wall and CPU seconds of ``git log -p --no-merges`` over ``runs``, or one run when the first is
+    long. CPU is the fairer reference on a machine with other load: it is what the indexer's CPU is set against."""
+    times: list[float] = []
+    cpus: list[float] = []
+    while len(times) < (runs if not times or times[0] < LONG_GIT_LOG_S else 1):
+        cpu = _children_cpu()
+        times.append(git_log_seconds(cut, 1) or 0.0)
+        cpus.append(_children_cpu() - cpu)
+    return {
+        "git_log_p_s": round(statistics.median(times), 3),
+        "git_log_p_cpu_s": round(statistics.median(cpus), 2),
+        "git_log_p_runs": len(times),
+    }
 
 
 def measure_cut(cut: Path, index_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -220,6 +277,11 @@ def measure_cut(cut: Path, index_dir: Path, args: argparse.Namespace) -> dict[st
     res["index_ratio_to_git_log"] = (
         round(res["index"]["wall_s"] / res["git_log_p_s"], 2) if res["git_log_p_s"] else None
     )
+    if res["git_log_p_cpu_s"]:  # CPU over CPU: what load beside the run moves least
+        res["index_cpu_ratio_to_git_log"] = round(res["index"]["cpu_s"] / res["git_log_p_cpu_s"], 2)
+        res["phase_cpu_ratio_to_git_log"] = {
+            k: round(v / res["git_log_p_cpu_s"], 2) for k, v in res["index"].get("phase_cpu_s", {}).items()
+        }
     if args.dense:
         res["dense"] = timed_run(_cli(*base))
     if args.first_results:  # the newest commit's subject: the first batch indexed holds it
@@ -268,6 +330,7 @@ COLUMNS: list[tuple[str, Any]] = [
     ("index s", lambda r: f"{r['index']['wall_s']:.1f}"),
     ("x git log", lambda r: f"{r['index_ratio_to_git_log'] or 0:.1f}"),
     ("CPU s", lambda r: f"{r['index']['cpu_s']:.0f}"),
+    ("CPU x git log", lambda r: f"{r.get('index_cpu_ratio_to_git_log') or 0:.1f}"),
     ("dense s", lambda r: f"{r['dense']['wall_s']:.1f}" if "dense" in r else "-"),
     (
         "peak MB rss/pss/max",
