@@ -41,9 +41,9 @@ def main() -> None:
         seen["rerank"], seen["top"] = out[0], top
         return out
 
-    def record_fused(query, opts, allowed, meta, cancelled):  # (candidates, lanes, dense commit scores)
+    def record_fused(query, opts, allowed, meta, cancelled):  # (candidates, lanes, lanes' commit scores)
         out = fused(query, opts, allowed, meta, cancelled)
-        seen["dense"] = out[2]
+        seen["scores"] = out[2]
         return out
 
     engine.dense.rerank = record_rerank
@@ -62,7 +62,7 @@ def main() -> None:
         if "rerank" not in seen:
             continue
         top = seen["top"]
-        rows = engine.candidate_features(query, top, seen["rerank"], seen["dense"])
+        rows = engine.candidate_features(query, top, seen["rerank"], seen["scores"])
         groups.append({"query": query, "relevant": relevant, "candidates": [c.sha for c in top], "rows": rows})
     args.out.mkdir(parents=True, exist_ok=True)
     model_id = engine.dense.embedder().model_id
