@@ -59,17 +59,23 @@ def fit(data: Data, l2: float, steps: int, names: tuple[str, ...], lr: float = 0
     scale[scale < 1e-6] = 1.0  # a constant feature (and after rounding, as the file stores it, never 0)
     z = (x - mean) / scale
     spans = [(s, e) for s, e in spans if y[s:e].any()]
+    # every query's candidates padded to the longest list (masked out), so that a step is a few array operations
+    width = max((e - s for s, e in spans), default=0)
+    zz = np.zeros((len(spans), width, len(names)))
+    member = np.zeros((len(spans), width), dtype=bool)
+    right = np.zeros((len(spans), width), dtype=bool)
+    for i, (s, e) in enumerate(spans):
+        zz[i, : e - s], member[i, : e - s], right[i, : e - s] = z[s:e], True, y[s:e] > 0
     w = np.zeros(len(names))
     for _ in range(steps):
-        grad = np.zeros_like(w)
-        for s, e in spans:
-            logits = z[s:e] @ w
-            p = np.exp(logits - logits.max())
-            # loss -log(sum of the right commits' probabilities): a pull request has several, any one first is a hit
-            right = np.where(y[s:e] > 0, logits, -np.inf)
-            q = np.exp(right - right.max())
-            grad += z[s:e].T @ (p / p.sum() - q / q.sum())
-        w -= lr * (grad / len(spans) + l2 * w)
+        logits = np.where(member, zz @ w, -np.inf)
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        # loss -log(sum of the right commits' probabilities): a pull request has several, any one first is a hit
+        good = np.where(right, logits, -np.inf)
+        q = np.exp(good - good.max(1, keepdims=True))
+        diff = p / p.sum(1, keepdims=True) - q / q.sum(1, keepdims=True)
+        grad = np.einsum("qc,qcf->f", diff, zz)
+        w -= lr * (grad / max(1, len(spans)) + l2 * w)
     return LinearRanker("second-stage-linear", names, tuple(mean), tuple(scale), tuple(w.round(6)))
 
 
@@ -94,7 +100,7 @@ def mrr(scores: np.ndarray, data: Data) -> float:
 def report(name: str, model: LinearRanker, data: Data) -> tuple[float, float]:
     x = data[0]
     before = mrr(x[:, FEATURES.index("maxsim")] + 0.5 * x[:, FEATURES.index("fused")], data)
-    after = mrr(np.asarray(model.score(x.tolist())), data)
+    after = mrr(np.asarray(model.linear(x.tolist())), data)  # the order the engine uses (the logistic saturates)
     print(f"  {name:24s} MRR@10 {before:.3f} -> {after:.3f} ({after / before if before else 0:.3f}x)")
     return before, after
 
