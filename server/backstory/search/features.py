@@ -70,7 +70,7 @@ FEATURES = (
 #: Features only an index with messages gives values (0 in a message-blind one).
 MESSAGE_FEATURES = ("message_rank", "cover_message", "message_cosine", "message_dense_rank")
 #: Features that need no hunk text (scores, ranks, the message): a model reading only these skips the catalogue's
-#: hunks, the costly part of a row (the with-messages model reads fused, maxsim, message_rank, cover_message).
+#: hunks, the costly part of a row (the with-messages model reads only these).
 WITHOUT_HUNKS = frozenset((
     "fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message", "fix_x_fused", "message_cosine",
     "message_dense_rank",
