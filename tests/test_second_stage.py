@@ -236,12 +236,43 @@ def test_message_features_only_where_the_index_holds_messages(tmp_path: Path, no
     sha = repo.commit("Retry flaky uploads with exponential backoff", {"net.py": "def send(x):\n    return x\n"})
     index_repository(repo.path, options=BuildOptions(no_messages=no_messages))
     with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
-        top = [FusedCommit(sha, 1.0, {"diff": 1, "message": 2})]  # even if a message rank reached it
-        (row,) = engine.candidate_features("retry uploads with backoff", top, {}, {})
+        top = [FusedCommit(sha, 1.0, {"diff": 1, "message": 2, "message_dense": 3})]  # even if message ranks reached it
+        (row,) = engine.candidate_features("retry uploads with backoff", top, {}, {"message_dense": {sha: 0.42}})
     if no_messages:
-        assert f(row, "message_rank") == 0.0 and f(row, "cover_message") == 0.0
+        assert all(f(row, name) == 0.0 for name in features.MESSAGE_FEATURES)
     else:
         assert f(row, "message_rank") == pytest.approx(1 / 3) and f(row, "cover_message") == 1.0
+        assert f(row, "message_cosine") == 0.42 and f(row, "message_dense_rank") == 0.25
+
+
+def test_message_cosine_is_the_lanes_floor_outside_its_top_and_zero_without_the_lane(tmp_path: Path) -> None:
+    """A candidate the message lane did not return counts its lowest cosine, as fusion does; without the lane (no
+    message vectors yet) every candidate has 0."""
+    from backstory.search.fusion import FusedCommit
+
+    repo = GitRepo(tmp_path / "r")
+    a = repo.commit("Retry uploads with backoff", {"net.py": "def send(x):\n    return retry(x)\n"})
+    b = repo.commit("Parse headers lazily", {"http.py": "def headers(raw):\n    return dict(raw)\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=False))
+    with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
+        top = [FusedCommit(a, 1.2, {"diff": 1, "message_dense": 1}), FusedCommit(b, 0.7, {"diff": 2})]
+        lane = {"message_dense": {a: 0.61, "0" * 40: 0.18}, "dense": {b: 0.3}}
+        rows = engine.candidate_features("retry the upload", top, {}, lane, needed=features.WITHOUT_HUNKS)
+        without = engine.candidate_features("retry the upload", top, {}, {"dense": {b: 0.3}})
+    assert [f(r, "message_cosine") for r in rows] == [0.61, 0.18]
+    assert [f(r, "message_dense_rank") for r in rows] == [0.5, 0.0]
+    assert [f(r, "centroid") for r in rows] == [0.0, 0.3]  # the dense lane's own scores still reach "centroid"
+    assert [f(r, "message_cosine") for r in without] == [0.0, 0.0]
+
+
+def test_the_message_blind_model_reads_no_message_feature_and_scores_by_name() -> None:
+    """Features are appended to FEATURES as they are added; a model maps its own by name, so the message-blind
+    model reads the same columns whatever comes after them (its scores cannot move when FEATURES grows)."""
+    model = learned.load(messages=False)
+    assert not set(model.features) & set(features.MESSAGE_FEATURES)
+    row = [float(i) for i in range(len(FEATURES))]
+    extended = [*row, 123.0]  # a longer row: only the named columns are read
+    assert model.linear([row]) == model.linear([extended])
 
 
 def test_message_cover_weighs_terms_by_idf_and_counts_change_verbs() -> None:
@@ -251,6 +282,13 @@ def test_message_cover_weighs_terms_by_idf_and_counts_change_verbs() -> None:
     assert f(feature_row(q, ct, 0, 0, 0, None, message_rank=1), "cover_message") == pytest.approx(0.75)
     assert f(feature_row(q, ct, 0, 0, 0, None, message_rank=1), "message_rank") == 0.5
     assert f(feature_row(q, ct, 0, 0, 0, None), "message_rank") == 0.0
+    lane = feature_row(q, ct, 0, 0, 0, None, message_cosine=0.37, message_dense_rank=4)
+    assert (f(lane, "message_cosine"), f(lane, "message_dense_rank")) == (0.37, 0.2)
+    assert (
+        f(feature_row(q, ct, 0, 0, 0, None), "message_cosine")
+        == f(feature_row(q, ct, 0, 0, 0, None), "message_dense_rank")
+        == 0.0
+    )
 
 
 def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_hunks(tmp_path: Path) -> None:

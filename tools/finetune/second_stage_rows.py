@@ -10,7 +10,7 @@ message-holding index is searched with. The engine computes the rows itself (``E
 so training sees exactly what search scores. Subject queries are drawn as the evaluation draws them, after its
 first ``--test`` (pass ``--test 0`` for a history that is never evaluated); ``--pr-titles`` uses pull-request
 titles instead, drawn as ``evaluate --pr-titles`` draws them, after its first ``--test`` too (any of the pull
-request's commits is right). Writes
+request's commits is right; a group's ``paraphrased`` says whether the title is none of their subjects). Writes
 OUT_DIR/NAME.rows.json; a group's ``relevant`` lists the right commits.
 """
 
@@ -41,9 +41,9 @@ def main() -> None:
         seen["rerank"], seen["top"] = out[0], top
         return out
 
-    def record_fused(query, opts, allowed, meta, cancelled):  # (candidates, lanes, dense commit scores)
+    def record_fused(query, opts, allowed, meta, cancelled):  # (candidates, lanes, lanes' commit scores)
         out = fused(query, opts, allowed, meta, cancelled)
-        seen["dense"] = out[2]
+        seen["scores"] = out[2]
         return out
 
     engine.dense.rerank = record_rerank
@@ -52,18 +52,22 @@ def main() -> None:
     opts = options_for(recorded, args.rerank_top)
     if args.pr_titles:
         prs = pr_title_sample(args.repo, engine, args.queries, args.seed, skip=args.test)
-        queries = [(pr.title, sorted(pr.commits)) for pr in prs]
+        queries = [(pr.title, sorted(pr.commits), not pr.same_as_subject) for pr in prs]
     else:
-        queries = [(s, [sha]) for s, sha in sample(args.repo, engine, 10**9, args.seed)[args.test :][: args.queries]]
+        drawn = sample(args.repo, engine, 10**9, args.seed)[args.test :][: args.queries]
+        queries = [(s, [sha], None) for s, sha in drawn]
     groups = []
-    for query, relevant in queries:
+    for query, relevant, paraphrased in queries:
         seen.clear()
         engine.search(query, opts)
         if "rerank" not in seen:
             continue
         top = seen["top"]
-        rows = engine.candidate_features(query, top, seen["rerank"], seen["dense"])
-        groups.append({"query": query, "relevant": relevant, "candidates": [c.sha for c in top], "rows": rows})
+        rows = engine.candidate_features(query, top, seen["rerank"], seen["scores"])
+        group = {"query": query, "relevant": relevant, "candidates": [c.sha for c in top], "rows": rows}
+        if paraphrased is not None:  # a pull-request title that is none of its commits' subjects
+            group["paraphrased"] = paraphrased
+        groups.append(group)
     args.out.mkdir(parents=True, exist_ok=True)
     model_id = engine.dense.embedder().model_id
     dump = {

@@ -12,7 +12,9 @@ Reports MRR@10 over the candidates for the fitted model and for the previous ord
 every ``--held-out`` file (histories not trained on), and with ``--leave-one-out`` the same for each training
 history with a model fitted on the others (a history's files are ``NAME.rows.json`` and ``NAME+TAG.rows.json``,
 e.g. its subject queries over a message-blind index and its pull-request titles over one with messages; all of
-them are left out together). Writes the model in the JSON form ``learned.load`` reads. Rows from indexes with
+them are left out together), and the MRR@10 over all of a kind's queries pooled, with the pull-request titles that
+are none of their commits' subjects (``paraphrased`` in the rows) apart: the kind closest to a question a user
+types. Writes the model in the JSON form ``learned.load`` reads. Rows from indexes with
 and without messages are different pipelines and are never mixed; the model reads ``--features`` (default: all,
 less the message features for message-blind rows, where they are always 0).
 """
@@ -59,17 +61,23 @@ def fit(data: Data, l2: float, steps: int, names: tuple[str, ...], lr: float = 0
     scale[scale < 1e-6] = 1.0  # a constant feature (and after rounding, as the file stores it, never 0)
     z = (x - mean) / scale
     spans = [(s, e) for s, e in spans if y[s:e].any()]
+    # every query's candidates padded to the longest list (masked out), so that a step is a few array operations
+    width = max((e - s for s, e in spans), default=0)
+    zz = np.zeros((len(spans), width, len(names)))
+    member = np.zeros((len(spans), width), dtype=bool)
+    right = np.zeros((len(spans), width), dtype=bool)
+    for i, (s, e) in enumerate(spans):
+        zz[i, : e - s], member[i, : e - s], right[i, : e - s] = z[s:e], True, y[s:e] > 0
     w = np.zeros(len(names))
     for _ in range(steps):
-        grad = np.zeros_like(w)
-        for s, e in spans:
-            logits = z[s:e] @ w
-            p = np.exp(logits - logits.max())
-            # loss -log(sum of the right commits' probabilities): a pull request has several, any one first is a hit
-            right = np.where(y[s:e] > 0, logits, -np.inf)
-            q = np.exp(right - right.max())
-            grad += z[s:e].T @ (p / p.sum() - q / q.sum())
-        w -= lr * (grad / len(spans) + l2 * w)
+        logits = np.where(member, zz @ w, -np.inf)
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        # loss -log(sum of the right commits' probabilities): a pull request has several, any one first is a hit
+        good = np.where(right, logits, -np.inf)
+        q = np.exp(good - good.max(1, keepdims=True))
+        diff = p / p.sum(1, keepdims=True) - q / q.sum(1, keepdims=True)
+        grad = np.einsum("qc,qcf->f", diff, zz)
+        w -= lr * (grad / max(1, len(spans)) + l2 * w)
     return LinearRanker("second-stage-linear", names, tuple(mean), tuple(scale), tuple(w.round(6)))
 
 
@@ -82,19 +90,31 @@ def kind_of(path: Path) -> str:
     return name[len(history_of(path)) :]
 
 
-def mrr(scores: np.ndarray, data: Data) -> float:
+def reciprocal_ranks(scores: np.ndarray, data: Data) -> list[float]:
+    """Per query, 1 / the right commit's rank in the top 10 by ``scores`` (0 when it is not there)."""
     _x, y, spans = data
-    total = 0.0
+    out = []
     for s, e in spans:
         order = sorted(range(e - s), key=lambda i: (-scores[s + i], i))[:10]  # ties: the first stage's order
-        total += next((1.0 / (r + 1) for r, i in enumerate(order) if y[s + i]), 0.0)
-    return total / max(1, len(spans))
+        out.append(next((1.0 / (r + 1) for r, i in enumerate(order) if y[s + i]), 0.0))
+    return out
+
+
+def mrr(scores: np.ndarray, data: Data) -> float:
+    return float(np.mean(reciprocal_ranks(scores, data))) if data[2] else 0.0
+
+
+def paraphrased(path: Path) -> list[bool] | None:
+    """Per query of a rows file, whether it is a pull-request title that is none of its commits' subjects (None
+    when the file does not say: commit subjects, or rows dumped before the flag existed)."""
+    groups = read(path)["groups"]
+    return [bool(g["paraphrased"]) for g in groups] if groups and "paraphrased" in groups[0] else None
 
 
 def report(name: str, model: LinearRanker, data: Data) -> tuple[float, float]:
     x = data[0]
     before = mrr(x[:, FEATURES.index("maxsim")] + 0.5 * x[:, FEATURES.index("fused")], data)
-    after = mrr(np.asarray(model.score(x.tolist())), data)
+    after = mrr(np.asarray(model.linear(x.tolist())), data)  # the order the engine uses (the logistic saturates)
     print(f"  {name:24s} MRR@10 {before:.3f} -> {after:.3f} ({after / before if before else 0:.3f}x)")
     return before, after
 
@@ -126,13 +146,23 @@ def main() -> None:
     if args.leave_one_out:
         print("leave one history out:")
         gains: dict[str, list[float]] = {}
+        pooled: dict[str, list[float]] = {}  # every query's reciprocal rank, per kind (and paraphrased titles)
         for history in sorted({history_of(p) for p in args.rows}):
             model = fit(load([p for p in args.rows if history_of(p) != history]), args.l2, args.steps, names)
             for path in (p for p in args.rows if history_of(p) == history):
-                before, after = report(path.stem, model, load([path]))
+                data = load([path])
+                before, after = report(path.stem, model, data)
                 gains.setdefault(kind_of(path), []).append(after / before if before else 1.0)
+                ranks = reciprocal_ranks(np.asarray(model.linear(data[0].tolist())), data)
+                pooled.setdefault(kind_of(path) or "NAME", []).extend(ranks)
+                if (flags := paraphrased(path)) is not None:
+                    pooled.setdefault("paraphrased titles", []).extend(
+                        r for r, p in zip(ranks, flags, strict=True) if p
+                    )
         for kind, g in sorted(gains.items()):
             print(f"  {kind or 'NAME'}: mean gain {np.mean(g):.3f}x, better on {sum(x > 1 for x in g)}/{len(g)}")
+        for kind, ranks in sorted(pooled.items()):
+            print(f"  {kind}: MRR@10 over all {len(ranks)} queries {np.mean(ranks) if ranks else 0.0:.4f}")
     models = {read(p).get("model") for p in args.rows}
     if len(models) != 1 or None in models:
         raise SystemExit(f"the rows come from different or unnamed embedding models: {sorted(map(str, models))}")

@@ -11,7 +11,7 @@ import functools
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -415,8 +415,8 @@ class Engine:
                     "meaning alone and are likely noise: add the words that describe the change"
                 )
             allowed = self._scope(opts, allowed, meta)
-            fused, lanes_used, dense_scores = self._fused(query, opts, allowed, meta, cancelled)
-            results = self._finish(query, fused, lanes_used, dense_scores, opts, meta, cancelled)
+            fused, lanes_used, commit_scores = self._fused(query, opts, allowed, meta, cancelled)
+            results = self._finish(query, fused, lanes_used, commit_scores, opts, meta, cancelled)
         meta["lanes"] = lanes_used
         if not results and hint is None:
             meta["hint"] = "no matching commits; try other words, fewer filters, or `backstory status`"
@@ -459,7 +459,9 @@ class Engine:
                 commit_scores["message_dense"] = by_message
         return rankings, commit_scores
 
-    def _fused(self, query, opts, allowed, meta, cancelled) -> tuple[list[FusedCommit], list[str], dict[str, float]]:  # type: ignore[no-untyped-def]
+    def _fused(
+        self, query, opts, allowed, meta, cancelled
+    ) -> tuple[list[FusedCommit], list[str], dict[str, dict[str, float]]]:  # type: ignore[no-untyped-def]
         scored, commit_scores = self.lane_rankings(query, opts, allowed, meta)
         if cancelled and cancelled():
             raise SearchCancelled
@@ -482,9 +484,9 @@ class Engine:
             commit_scores=commit_scores,
             margin_ref=opts.margin_ref,
         )
-        return fused, list(rankings), commit_scores.get("dense", {})
+        return fused, list(rankings), commit_scores
 
-    def _finish(self, query, fused, lanes_used, dense_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    def _finish(self, query, fused, lanes_used, commit_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         top = candidates(fused, opts)
         commits = self.catalog.commit_rows([c.sha for c in top])
         scores = {c.sha: c.fused for c in top}
@@ -504,7 +506,7 @@ class Engine:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
                 if self.ordering.applies(opts, lanes_used, name):
-                    learned_scores, decided = self._learned(query, top, rerank_scores, dense_scores, meta)
+                    learned_scores, decided = self._learned(query, top, rerank_scores, commit_scores, meta)
         now = time.time()
         factors = {c.sha: recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight) for c in top}
         if learned_scores:  # a probability over the candidates; recency reorders only near-equal ones
@@ -546,20 +548,21 @@ class Engine:
         query: str,
         top: list[FusedCommit],
         rerank: dict[str, float],
-        dense_scores: dict[str, float],
+        commit_scores: Mapping[str, Mapping[str, float]],
         needed: Collection[str] = FEATURES,
     ) -> list[list[float]]:
         """The learned second stage's feature rows for ``top`` (all of them by default: what ``tools/finetune``
-        trains on; a model computes only the ``needed`` ones it reads)."""
+        trains on; a model computes only the ``needed`` ones it reads); ``commit_scores``: the lanes' own
+        per-commit scores (the dense lane's centroids, the message lane's cosines), as :meth:`_fused` returns them."""
         with self._lock:  # the commit-text cache, and the index snapshot the lanes searched
             searcher = self._text_index().searcher()
             messages = not self._no_messages()
-            return self.ordering.rows(self.catalog, searcher, query, top, rerank, dense_scores, messages, needed)
+            return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
 
-    def _learned(self, query, top, rerank, dense_scores, meta) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
+    def _learned(self, query, top, rerank, commit_scores, meta) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
         model_id = emb.model_id if emb is not None else None
-        rows = functools.partial(self.candidate_features, query, top, rerank, dense_scores)
+        rows = functools.partial(self.candidate_features, query, top, rerank, commit_scores)
         return self.ordering.scores(top, rows, model_id, meta, messages=not self._no_messages())
 
     def _no_messages(self) -> bool:

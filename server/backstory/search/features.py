@@ -7,8 +7,10 @@ removed code, looks the same as one that matches once. The second stage reads th
 (at most :data:`MAX_HUNKS` of them, so one huge commit costs no more than that) and counts query terms in
 added, removed and context lines, in paths and symbols, and the query's identifier-like words verbatim.
 
-Why message features: where the index holds messages (the default), the message lane's rank and how much of the
-query the commit's subject and body cover are evidence of their own; a message-blind index never reads them.
+Why message features: where the index holds messages (the default), the keyword message lane's rank, how much of
+the query the commit's subject and body cover, and the message embedding lane's cosine and rank are evidence of
+their own; a message-blind index never reads them. The fused score mixes the message lane's cosine with every
+other lane's, so without its own feature a model cannot weigh it apart.
 
 Why intent products: a commit subject usually opens with what was done ("Add ...", "Remove ..."), and whether
 the change mostly adds or removes code says whether it did that; a linear model cannot multiply two features
@@ -60,12 +62,19 @@ FEATURES = (
     # a fix is usually small, and its subject names the symptom rather than the code (so lanes matching it weigh less)
     "fix_x_changed",  # "fix ..." x ln(1 + changed tokens)
     "fix_x_fused",  # "fix ..." x the fused score
+    # the message lane (message_dense: the cosine of the commit's message vector to the query's), messages only;
+    # appended last: a model names the features it reads, so models fitted before these still read the same columns
+    "message_cosine",  # its cosine for the commit (the lane's lowest returned one when absent, as fusion counts it)
+    "message_dense_rank",  # 1 / (1 + the commit's rank in that lane), 0 when absent
 )
 #: Features only an index with messages gives values (0 in a message-blind one).
-MESSAGE_FEATURES = ("message_rank", "cover_message")
+MESSAGE_FEATURES = ("message_rank", "cover_message", "message_cosine", "message_dense_rank")
 #: Features that need no hunk text (scores, ranks, the message): a model reading only these skips the catalogue's
-#: hunks, the costly part of a row (the with-messages model reads fused, maxsim, message_rank, cover_message).
-WITHOUT_HUNKS = frozenset(("fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message", "fix_x_fused"))
+#: hunks, the costly part of a row (the with-messages model reads only these).
+WITHOUT_HUNKS = frozenset((
+    "fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message", "fix_x_fused", "message_cosine",
+    "message_dense_rank",
+))  # fmt: skip
 MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
 DOCS = re.compile(
@@ -265,8 +274,11 @@ def feature_row(
     centroid: float,
     dense_rank: int | None,
     message_rank: int | None = None,
+    message_cosine: float = 0.0,
+    message_dense_rank: int | None = None,
 ) -> list[float]:
-    """One candidate's features, in :data:`FEATURES` order (ranks: 1-based lane ranks, None when absent)."""
+    """One candidate's features, in :data:`FEATURES` order (ranks: 1-based lane ranks, None when absent;
+    ``message_cosine``: the message lane's cosine for the commit, 0 without that lane)."""
     total = sum(q.idf[t] for t in q.terms) or 1.0
     total_all = sum(q.idf[t] for t in dict.fromkeys(q.all_terms)) or 1.0
 
@@ -308,6 +320,8 @@ def feature_row(
         sum(q.idf[t] for t in dict.fromkeys(q.all_terms) if t in ct.seen_message) / total_all,
         when("fix", math.log1p(n_changed)),
         when("fix", fused),
+        message_cosine,
+        1.0 / (1 + message_dense_rank) if message_dense_rank is not None else 0.0,
     ]
 
 

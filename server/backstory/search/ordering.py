@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from . import features, learned
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable, Collection, Mapping
 
     import tantivy
 
@@ -61,21 +61,30 @@ class Ordering:
         query: str,
         top: list[FusedCommit],
         rerank: dict[str, float],
-        dense_scores: dict[str, float],
+        commit_scores: Mapping[str, Mapping[str, float]],
         messages: bool,
         needed: Collection[str] = features.FEATURES,
     ) -> list[list[float]]:
         """:data:`.features.FEATURES` of each candidate, in ``top``'s order (idf from ``searcher``; the commits'
-        messages only where the index holds them). Only the ``needed`` ones are sure to be computed: when
+        messages only where the index holds them; ``commit_scores``: the lanes' own per-commit scores, lane ->
+        sha -> score, as the first stage fused them). Only the ``needed`` ones are sure to be computed: when
         none needs hunk text, the hunks are not read and the other features are not meaningful."""
         q = features.query_info(query, lambda t: searcher.doc_freq("diff", t), searcher.num_docs)
         hunks = not set(needed) <= features.WITHOUT_HUNKS
         texts = features.gather(catalog, [c.sha for c in top], q, self.texts, messages, hunks)
+        dense_scores = commit_scores.get("dense", {})
+        by_message = commit_scores.get("message_dense", {}) if messages else {}
+        floor = min(by_message.values(), default=0.0)  # what fusion counts for a commit outside the lane's top
         rows = []
         for c in top:
             scores = (c.fused, rerank.get(c.sha, 0.0), dense_scores.get(c.sha, 0.0))
             message_rank = c.lanes.get("message") if messages else None
-            rows.append(features.feature_row(q, texts[c.sha], *scores, c.lanes.get("dense"), message_rank))
+            message_dense_rank = c.lanes.get("message_dense") if messages else None
+            row = features.feature_row(
+                q, texts[c.sha], *scores, c.lanes.get("dense"), message_rank,
+                message_cosine=by_message.get(c.sha, floor), message_dense_rank=message_dense_rank,
+            )  # fmt: skip
+            rows.append(row)
         return rows
 
     def scores(
