@@ -29,7 +29,7 @@ from .graph import SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
 from .progress import Progress
-from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso, pack_text
+from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso, pack_text, store_for
 from .symbols_phase import PENDING
 from .text_index import HunkDoc, add_docs, open_index
 
@@ -103,21 +103,6 @@ class IndexReport:
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     cancelled: bool = False
-
-
-def store_for(repo: Repo, index_dir: str | os.PathLike[str] | None = None) -> Store:
-    """The store of a repository: ``<git dir>/backstory`` unless configured.
-
-    Each worktree has its own (a linked worktree's git dir is ``.git/worktrees/<name>``): an index follows one
-    HEAD, and a shared one would purge and re-add commits every time another worktree's HEAD indexed. A linked
-    worktree's index starts as a copy of the main checkout's (`Store.seed_from`), and `git worktree remove`
-    deletes it with the worktree.
-    """
-    if index_dir is None:
-        index_dir = os.environ.get("BACKSTORY_INDEX_DIR") or None
-    if index_dir is not None:
-        return Store(Path(index_dir))
-    return Store(Path(repo.controldir()) / "backstory")
 
 
 def _main_store(repo: Repo, store: Store) -> Store | None:

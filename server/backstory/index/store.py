@@ -22,9 +22,12 @@ import uuid
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+
+if TYPE_CHECKING:
+    from dulwich.repo import Repo
 
 SCHEMA_VERSION = 12
 MANIFEST = "manifest.json"
@@ -382,3 +385,18 @@ def new_manifest(options: dict[str, Any]) -> dict[str, Any]:
         "generation": uuid.uuid4().hex,  # changes on every rebuild, so long-lived readers know to reopen
         "options": options,
     }
+
+
+def store_for(repo: Repo, index_dir: str | os.PathLike[str] | None = None) -> Store:
+    """The store of a repository: ``<git dir>/backstory`` unless configured.
+
+    Each worktree has its own (a linked worktree's git dir is ``.git/worktrees/<name>``): an index follows one
+    HEAD, and a shared one would purge and re-add commits every time another worktree's HEAD indexed. A linked
+    worktree's index starts as a copy of the main checkout's (`Store.seed_from`), and `git worktree remove`
+    deletes it with the worktree.
+    """
+    if index_dir is None:
+        index_dir = os.environ.get("BACKSTORY_INDEX_DIR") or None
+    if index_dir is not None:
+        return Store(Path(index_dir))
+    return Store(Path(repo.controldir()) / "backstory")

@@ -21,14 +21,12 @@ import tantivy
 from ..history import libgit
 from ..history.ignore_revs import ignore_files, read_ignore_revs
 from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
-from ..index import merge_diffs
 from ..index.analyzer import query_terms
-from ..index.build import store_for
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
 from ..index.graph import holds_branches, indexed_reachable, reachable, topo_order
 from ..index.integrity import Verified, reading_catalogue
-from ..index.store import IndexBusy, StoreError
+from ..index.store import IndexBusy, StoreError, store_for
 from ..index.text_index import filter_query, index_exists, merge_rankings, open_index, reading_tantivy, search_lane
 from . import results
 from .dense import DenseLane
@@ -236,6 +234,8 @@ class Engine:
                 self._merge_ops.clear()
             if self._git is None:
                 self._git = libgit.of(self.repo)
+            from ..index import merge_diffs  # the indexing stack: only exact history through a merge needs it
+
             self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
         return self._merge_ops[key]
 
