@@ -26,8 +26,6 @@ TREE_ENTRIES_KEPT = 60_000  # parsed entries kept (~6 MB): a commit's trees, and
 _ENTRY = re.compile(rb"[0-7]+ [^\0]*\0.{20}", re.S)
 _EMPTY: frozenset[bytes] = frozenset()
 
-Parsed = tuple[int, bytes]  # (normalized mode, raw 20-byte id)
-
 
 def _parse(entry: bytes) -> tuple[bytes, bytes, bytes]:
     """(name, raw mode, raw id) of one raw entry."""
