@@ -27,6 +27,7 @@ from pygls.lsp.client import LanguageClient
 
 from .. import symbols
 from .bench import emit, sample_queries
+from .scale import tree_pids
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -61,17 +62,6 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
-                out += [int(child), *_children(int(child))]
-    except OSError:
-        pass
-    return out
-
-
 async def _during_indexing(pid: int | None, cmd: Any, hover: Any, queries: list[str], positions: list[Any]) -> dict:
     """Until the server says "ready": one search and one hover a second, timed and labelled with the phase the
     server reported just before; the server's RSS and its children's (the indexing job) sampled meanwhile."""
@@ -84,7 +74,7 @@ async def _during_indexing(pid: int | None, cmd: Any, hover: Any, queries: list[
         status = (await cmd("backstory.status", {}))["server"]
         if pid is not None:
             peak["server_rss_mb"] = max(peak["server_rss_mb"], _rss_mb(pid) or 0.0)
-            kids = sum(_rss_mb(c) or 0.0 for c in _children(pid))
+            kids = sum(_rss_mb(c) or 0.0 for c in tree_pids(pid) if c != pid)
             peak["children_rss_mb"] = max(peak["children_rss_mb"], round(kids, 1))
         if status.get("state") == "ready":
             break

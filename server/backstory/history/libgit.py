@@ -41,9 +41,10 @@ def open_repository(git_dir: str) -> pygit2.Repository:
 @functools.cache
 def _settings() -> None:
     """libgit2's process-wide memory settings. Trees of any size are cached: by default none over 4 KiB is, and
-    a large project's top trees are bigger, so every commit's lookup inflated them from the pack again (2x the
-    time of git/git's tree diffs). Commits get the same, for long messages; the cache as a whole stays bounded.
-    Pack windows are bounded too (see ``PACK_WINDOW_BYTES``)."""
+    a large project's top trees are bigger, so each path lookup in a tree (merges' parents, merge blocks, exact
+    history) would inflate them from the pack again (tree diffs read raw trees and keep their own: `.trees`).
+    Commits get the same, for long messages; the cache as a whole stays bounded. Pack windows are bounded too
+    (see ``PACK_WINDOW_BYTES``)."""
     pygit2.settings.cache_object_limit(ObjectType.TREE, TREE_CACHE_LIMIT)
     pygit2.settings.cache_object_limit(ObjectType.COMMIT, TREE_CACHE_LIMIT)
     pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)

@@ -25,6 +25,8 @@ from dulwich.objects import ObjectID, TreeEntry
 TREE_ENTRIES_KEPT = 60_000  # parsed entries kept (~6 MB): a commit's trees, and the next commit's
 _ENTRY = re.compile(rb"[0-7]+ [^\0]*\0.{20}", re.S)
 _EMPTY: frozenset[bytes] = frozenset()
+# a change found: (path, 0 for a delete or modify / 1 for an add, the change), which sorts into git's order
+_Found = tuple[bytes, int, TreeChange]
 
 
 def _parse(entry: bytes) -> tuple[bytes, bytes, bytes]:
@@ -72,12 +74,12 @@ class TreeDiffer:
     def changes(self, old: bytes | None, new: bytes | None) -> list[TreeChange]:
         """The files that differ between two trees (raw ids; None: the empty tree), as dulwich ``TreeChange``
         tuples with hex ids, in git's order."""
-        out: list[tuple[bytes, int, TreeChange]] = []
+        out: list[_Found] = []
         self._diff(old, new, b"", out)
         out.sort(key=lambda c: (c[0], c[1]))
         return [c[2] for c in out]
 
-    def _diff(self, old: bytes | None, new: bytes | None, prefix: bytes, out: list) -> None:
+    def _diff(self, old: bytes | None, new: bytes | None, prefix: bytes, out: list[_Found]) -> None:
         a, b = self.entries(old), self.entries(new)
         if a is b:
             return
@@ -110,7 +112,7 @@ class TreeDiffer:
             if new_entry is not None:
                 out.append((path, 1, TreeChange(CHANGE_ADD, None, new_entry)))
 
-    def _all(self, tree: bytes, prefix: bytes, kind: str, out: list) -> None:
+    def _all(self, tree: bytes, prefix: bytes, kind: str, out: list[_Found]) -> None:
         """Every file under a tree that appeared or disappeared as a whole."""
         for name, mode, oid in map(_parse, self.entries(tree)):
             path = prefix + name
