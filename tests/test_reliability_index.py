@@ -13,7 +13,7 @@ import pytest
 
 from backstory.cli import EXIT_NO_RESULTS, EXIT_OK
 from backstory.history.repo import open_repo
-from backstory.index import build
+from backstory.index import build, graph
 from backstory.index.build import index_repository, store_for
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
@@ -104,3 +104,36 @@ def test_branched_history_is_what_the_trials_say(tmp_path: Path) -> None:
     repo = branched_history(tmp_path / "r")
     assert len(rev_list(repo, "main")) == 300 and len(rev_list(repo, "B")) == 550
     assert len(rev_list(repo, "B", "^main")) == 400 and len(rev_list(repo, "main", "^B")) == 150
+
+
+def test_an_interrupted_run_on_head_counts_what_is_left_without_walking_the_graph(tmp_path, monkeypatch) -> None:
+    """While (or after) a long run toward HEAD, the catalogue holds only HEAD's history: freshness counts what is
+    left instead of walking git (graph.RUN_HEAD); the counts equal the walk's. Once HEAD moves, the walk is back."""
+    repo = branched_history(tmp_path / "r")
+    monkeypatch.setattr(build, "BATCH_COMMITS", 20)
+    cancel = threading.Event()
+
+    def progress(phase: str, done: int, _total: int) -> None:
+        if phase == "history" and done >= 60:
+            cancel.set()
+
+    report = index_repository(repo.path, progress=progress, cancel=cancel)
+    assert report.cancelled and 0 < report.new_commits < 300
+    with Engine(repo.path, models=NO_MODELS) as engine:
+        walked = graph.reachable(engine.store, engine.repo, rev_list(repo, "HEAD")[0])
+        assert engine.catalog.indexed_shas() <= walked.reachable
+        with monkeypatch.context() as m:
+            m.setattr(graph, "reachable", None)  # the walk is not taken (calling it would fail)
+            info, allowed, hint = engine.freshness()
+        assert allowed is None and info["indexed_commits"] == report.new_commits
+        assert info["commits_behind_head"] == len(walked.ordered) == 300 - report.new_commits
+        assert hint is not None and f"{300 - report.new_commits} commit(s) behind" in hint
+        assert _shas(engine, "alpha300")  # the newest commits are searchable
+    repo.commit("Zulu handling", {"core/new.py": "def handle_zulu(value):\n    return value\n"})
+    with Engine(repo.path, models=NO_MODELS) as engine:
+        info, allowed, _hint = engine.freshness()  # HEAD moved: walked again, still adds up
+        assert info["indexed_commits"] + info["commits_behind_head"] == 301 and allowed is not None
+    assert not index_repository(repo.path).cancelled
+    with Engine(repo.path, models=NO_MODELS) as engine:
+        info, _allowed, hint = engine.freshness()
+        assert info["indexed_commits"] == 301 and info["commits_behind_head"] == 0 and hint is None

@@ -25,7 +25,7 @@ from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import integrity, memory, merge_diffs, relations, symbols_phase
-from .graph import SCOPE_BRANCHES, deepened, holds_branches, reachable
+from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
 from .progress import Progress
@@ -202,10 +202,16 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             # indexed is reachable from me" (a run interrupted on another branch would make the old one lie)
             with store.transaction() as db:
                 store.set_state(db, "indexed_head", "")
+                store.set_state(db, RUN_HEAD, "")
                 store.set_state(db, "indexed_at", now_iso())
         if stale:
             _purge(store, writer, staging, stale)
             report.purged_commits = len(stale)
+        if todo and not tips:  # from here on the catalogue holds only commits reachable from head (graph.RUN_HEAD)
+            with store.transaction() as db:
+                kept = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
+                store.set_state(db, RUN_TOTAL, str(kept + len(todo)))
+                store.set_state(db, RUN_HEAD, head)
         total = len(todo)
         done = 0
         if progress:

@@ -76,6 +76,12 @@ def deepened(store: Store, repo: Repo) -> frozenset[str]:
     return frozenset(out)
 
 
+# A run toward HEAD records it once its purge is done: from then on (until a run toward another head starts) the
+# catalogue holds only commits reachable from it, and RUN_TOTAL of them once the run completes. A search while
+# a long first run goes on then needs no walk: on git/git the walk re-read ~74,000 commits from git (1.5-4.5 s)
+# for every query, and in the language server after every batch.
+RUN_HEAD = "run_head"
+RUN_TOTAL = "run_total"
 SCOPE_BRANCHES = "branches"  # state "scope": the index holds every local branch's history, not only HEAD's
 
 
@@ -88,12 +94,17 @@ def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | N
 
     When HEAD is the commit the last complete run indexed and the index holds HEAD's history only, every
     indexed commit is reachable (that run purged the rest), so the walk is skipped: this keeps query latency
-    flat on large histories. (An index of every branch answers None too: the caller narrows it to HEAD's.)
+    flat on large histories. While a run toward HEAD goes on (or after it was interrupted), every indexed commit
+    is reachable too (:data:`RUN_HEAD`) and the rest is counted, not walked. (An index of every branch answers
+    None too: the caller narrows it to HEAD's.)
     """
     if store.get_state("indexed_head") == head:
         pending = store.db.execute("SELECT COUNT(*) FROM commits WHERE state<>'indexed'").fetchone()[0]
         if pending == 0:
             return None, 0
+    if store.get_state(RUN_HEAD) == head:
+        indexed = store.db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
+        return None, max(0, int(store.get_state(RUN_TOTAL) or 0) - indexed)
     g = reachable(store, repo, head)
     return g.reachable, len(g.ordered)
 
