@@ -137,3 +137,37 @@ def test_an_interrupted_run_on_head_counts_what_is_left_without_walking_the_grap
     with Engine(repo.path, models=NO_MODELS) as engine:
         info, _allowed, hint = engine.freshness()
         assert info["indexed_commits"] == 301 and info["commits_behind_head"] == 0 and hint is None
+
+
+def test_a_first_run_makes_its_newest_commits_searchable_before_walking_the_whole_history(
+    tmp_path, monkeypatch
+) -> None:
+    """The prelude (build._prelude): an empty index gets HEAD's newest commits from a date-ordered walk that stops
+    after them; interrupted in the whole walk that follows, they stay searchable without a walk per search (what
+    is left is not counted yet), and the next run completes the history around them, symbols included."""
+    repo = branched_history(tmp_path / "r")
+    newest = rev_list(repo, "HEAD")[: build.PRELUDE_COMMITS]  # one commit an hour: date order = rev-list order
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C during the whole walk
+
+    with monkeypatch.context() as m:
+        m.setattr(build, "reachable", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            index_repository(repo.path)
+    with Engine(repo.path, models=NO_MODELS) as engine:
+        assert engine.catalog.indexed_shas() == set(newest)
+        assert _shas(engine, "alpha300")[:1] == [newest[0]]
+        with monkeypatch.context() as m:
+            m.setattr(graph, "reachable", None)  # nor does a search walk: the rest is "not counted yet"
+            info, allowed, hint = engine.freshness()
+        assert allowed is None and info["indexed_commits"] == build.PRELUDE_COMMITS
+        assert info["commits_behind_head"] is None
+        assert hint == "only HEAD's newest commits are indexed so far: run `backstory index`"
+    report = index_repository(repo.path)
+    assert report.new_commits == 300 - build.PRELUDE_COMMITS and not report.cancelled
+    with Engine(repo.path, models=NO_MODELS) as engine:
+        assert engine.catalog.indexed_shas() == set(rev_list(repo, "HEAD"))
+        assert engine.catalog.pending_symbol_files() == 0
+        assert _shas(engine, "alpha201")[:1] == [rev_list(repo, "HEAD")[99]]
+        assert engine.freshness()[0]["commits_behind_head"] == 0

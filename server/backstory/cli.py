@@ -359,11 +359,13 @@ def _engine(args: argparse.Namespace) -> Any:
     from .search.options import ModelConfig
 
     cross_encoder = getattr(args, "cross_encoder", None)
+    no_dense = getattr(args, "no_dense", False)  # as --help says: no embedding model, so no MaxSim rerank either
     models = ModelConfig(
         model_path=getattr(args, "model", None),
-        reranker=getattr(args, "reranker", None) or ("cross-encoder" if cross_encoder else "maxsim"),
+        reranker=getattr(args, "reranker", None)
+        or ("cross-encoder" if cross_encoder else "none" if no_dense else "maxsim"),
         cross_encoder_dir=getattr(args, "cross_encoder", None),
-        dense=not getattr(args, "no_dense", False),
+        dense=not no_dense,
     )  # fmt: skip
     return Engine(args.repo, args.index_dir, models)
 

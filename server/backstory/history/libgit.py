@@ -10,6 +10,7 @@ and diffing a long history in it is per-object Python: on git/git's first 5,000 
 from __future__ import annotations
 
 import functools
+import heapq
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -84,6 +85,27 @@ def info(c: pygit2.Commit, shallow: set[str] | None = None) -> CommitInfo:
         commit_time=int(committer.time),
         commit_tz=int(committer.offset) * 60,
     )
+
+
+def newest(repo: Repo, head: str, count: int) -> list[CommitInfo]:
+    """The ``count`` most recently committed commits reachable from ``head``, newest first: a date-ordered walk
+    (git log's default order) that reads only as far as it must, milliseconds where a whole walk of git/git takes
+    seconds. (libgit2's own date-sorted walker walked everything first: 1.6 s.)"""
+    git = of(repo)
+    shallow = shallow_roots(repo)
+    found: list[CommitInfo] = []
+    queued = {head}
+    first = commit(git, head)
+    frontier = [] if first is None else [(-first.commit_time, head, first)]
+    while frontier and len(found) < count:
+        _, _sha, c = heapq.heappop(frontier)
+        meta = info(c, shallow)
+        found.append(meta)
+        for parent in meta.parents:
+            if parent not in queued and (p := commit(git, parent)) is not None:
+                queued.add(parent)
+                heapq.heappush(frontier, (-p.commit_time, parent, p))
+    return found
 
 
 def walk(repo: Repo, head: str, stop: set[str] | None = None) -> Iterator[CommitInfo]:

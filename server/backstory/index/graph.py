@@ -79,7 +79,8 @@ def deepened(store: Store, repo: Repo) -> frozenset[str]:
 # A run toward HEAD records it once its purge is done: from then on (until a run toward another head starts) the
 # catalogue holds only commits reachable from it, and RUN_TOTAL of them once the run completes. A search while
 # a long first run goes on then needs no walk: on git/git the walk re-read ~74,000 commits from git (1.5-4.5 s)
-# for every query, and in the language server after every batch.
+# for every query, and in the language server after every batch. A first run sets RUN_HEAD with an empty
+# RUN_TOTAL once its prelude (the newest commits) is written, before its own walk has counted the rest.
 RUN_HEAD = "run_head"
 RUN_TOTAL = "run_total"
 SCOPE_BRANCHES = "branches"  # state "scope": the index holds every local branch's history, not only HEAD's
@@ -89,8 +90,9 @@ def holds_branches(store: Store) -> bool:
     return store.get_state("scope") == SCOPE_BRANCHES
 
 
-def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | None, int]:
-    """Indexed commits reachable from HEAD (None = all of them) and how many reachable commits are not indexed.
+def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | None, int | None]:
+    """Indexed commits reachable from HEAD (None = all of them) and how many reachable commits are not indexed
+    (None: not counted yet, see :data:`RUN_TOTAL`).
 
     When HEAD is the commit the last complete run indexed and the index holds HEAD's history only, every
     indexed commit is reachable (that run purged the rest), so the walk is skipped: this keeps query latency
@@ -102,9 +104,14 @@ def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | N
         pending = store.db.execute("SELECT COUNT(*) FROM commits WHERE state<>'indexed'").fetchone()[0]
         if pending == 0:
             return None, 0
+    if store.db.execute("SELECT 1 FROM commits WHERE state='indexed' LIMIT 1").fetchone() is None:
+        return set(), None  # nothing to show yet (a first run just started): what is left is not counted
     if store.get_state(RUN_HEAD) == head:
+        total = store.get_state(RUN_TOTAL)
+        if not total:
+            return None, None  # a first run's prelude is written and the whole walk not done: not counted yet
         indexed = store.db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
-        return None, max(0, int(store.get_state(RUN_TOTAL) or 0) - indexed)
+        return None, max(0, int(total) - indexed)
     g = reachable(store, repo, head)
     return g.reachable, len(g.ordered)
 

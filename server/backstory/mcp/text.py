@@ -14,7 +14,8 @@ def _freshness(meta: dict[str, Any]) -> list[str]:
     out = []
     if info:
         behind = info.get("commits_behind_head")
-        state = "up to date" if behind == 0 else ("not built yet" if behind is None else f"{behind} behind HEAD")
+        built = "not built yet" if not info.get("indexed_commits") else "the rest of HEAD's history not counted yet"
+        state = "up to date" if behind == 0 else (built if behind is None else f"{behind} behind HEAD")
         cover = info.get("dense_coverage")
         dense = f", embeddings {cover:.0%}" if isinstance(cover, (int, float)) and cover < 1 else ""
         dense += f", {info['symbols_pending']:,} changes without symbols yet" if info.get("symbols_pending") else ""

@@ -103,7 +103,7 @@ class Engine:
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
-        self._fresh: tuple[Any, set[str] | None, int, dict[str, Any], str | None] | None = None  # see _counts
+        self._fresh: tuple[Any, set[str] | None, int | None, dict[str, Any], str | None] | None = None  # see _counts
         self._generation: str | None = None
         self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
         self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see _topology_of)
@@ -357,6 +357,10 @@ class Engine:
                 if writer is not None
                 else "the index is empty: run `backstory index`"
             )
+        elif behind is None:  # a first run has written HEAD's newest commits and is counting the rest
+            hint = "only HEAD's newest commits are indexed so far: " + (
+                f"{_indexer(writer)} is adding the rest" if writer is not None else "run `backstory index`"
+            )
         elif behind:
             hint = f"the index is {behind} commit(s) behind HEAD: " + (
                 f"{_indexer(writer)} is adding them" if writer is not None else "run `backstory index`"
@@ -365,7 +369,7 @@ class Engine:
             hint = vectors_problem  # the vector file is missing or damaged
         return info, allowed, hint
 
-    def _counts(self, head: str) -> tuple[set[str] | None, int, dict[str, Any], str | None]:
+    def _counts(self, head: str) -> tuple[set[str] | None, int | None, dict[str, Any], str | None]:
         """What :meth:`freshness` reads from the catalogue (counts over every commit and file: tens of
         milliseconds on git/git), computed again only when the catalogue, HEAD or the vector file changed."""
         allowed, behind = indexed_reachable(self.store, self.repo, head)

@@ -314,6 +314,9 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
         behind = ix.get("commits_behind_head")
         history = f"{ix.get('indexed_commits', 0):,} commits indexed"
         history += ", up to date with HEAD" if behind == 0 else f", {behind:,} behind HEAD" if behind else ""
+        history += (
+            ", the rest of HEAD's history not counted yet" if behind is None and ix.get("indexed_commits") else ""
+        )
         rows.append(("history", history))
         last, when = ix.get("last_indexed_commit"), ix.get("indexed_at")
         if last:
