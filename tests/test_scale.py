@@ -14,6 +14,7 @@ from backstory.evaluation.scale import (
     PeakRss,
     json_report,
     phase_cpu,
+    phase_peaks,
     select_cuts,
     table,
     tree_cpu,
@@ -85,6 +86,16 @@ def test_phase_cpu_splits_the_series_at_the_reported_phases() -> None:
         "history": 25.0, "merges": 5.0, "symbols": 30.0,
     }  # fmt: skip
     assert phase_cpu([], {"history": 1.0}) == {"history": 0.0}
+
+
+def test_phase_peaks_are_the_highest_second_inside_each_phase() -> None:
+    mb = MB  # the sampler keeps bytes
+    series = [(0.0, 100 * mb), (1.0, 300 * mb), (2.0, 200 * mb), (3.0, 900 * mb), (4.0, 400 * mb)]
+    # history 0-2 s (the start-up sample included), merges 2-3 s, symbols 3-10 s
+    assert phase_peaks(series, {"history": 2.0, "merges": 1.0, "symbols": 7.0}) == {
+        "history": 300.0, "merges": 900.0, "symbols": 400.0,
+    }  # fmt: skip
+    assert phase_peaks([], {"history": 1.0}) == {"history": 0.0}
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads Linux's /proc")

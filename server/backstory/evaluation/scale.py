@@ -128,6 +128,19 @@ def phase_cpu(series: list[tuple[float, float]], phases: dict[str, float]) -> di
     return out
 
 
+def phase_peaks(series: list[tuple[float, int]], phases: dict[str, float]) -> dict[str, float]:
+    """The highest summed RSS (MB) per phase from a (seconds since start, that second's peak) series, phases
+    consecutive from the start as in :func:`phase_cpu`; a sample belongs to the phase its second ends in."""
+    out: dict[str, float] = {}
+    start = 0.0
+    for name, seconds in phases.items():
+        end = start + seconds
+        inside = [v for t, v in series if start < t <= end or (t == 0.0 and start == 0.0)]
+        out[name] = round(max(inside, default=0) / MB, 1)
+        start = end
+    return out
+
+
 def _cpu_at(series: list[tuple[float, float]], t: float) -> float:
     """The series' CPU at ``t``, interpolated linearly (clamped to the ends)."""
     if not series:
@@ -156,16 +169,23 @@ class PeakRss:
         self.root, self.every, self.peaks, self.samples = root, every, tree_rss(root), 1  # a sample before return
         self._t0 = time.perf_counter()
         self.cpu: list[tuple[float, float]] = [(0.0, tree_cpu(root))]  # the tree's CPU over time, for phases
+        self.rss: list[tuple[float, int]] = [(0.0, self.peaks["peak_rss_sum"])]  # summed RSS, each second's top
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        top = 0
         while not self._done.wait(self.every):
-            for k, v in tree_rss(self.root).items():
+            now = tree_rss(self.root)
+            for k, v in now.items():
                 self.peaks[k] = max(self.peaks[k], v)
+            top = max(top, now["peak_rss_sum"])
             if self.samples % 5 == 0:  # once a second
-                self.cpu.append((time.perf_counter() - self._t0, tree_cpu(self.root)))
+                t = time.perf_counter() - self._t0
+                self.cpu.append((t, tree_cpu(self.root)))
+                self.rss.append((t, top))
+                top = 0
             self.samples += 1
 
     def stop(self) -> dict[str, Any]:
@@ -197,6 +217,7 @@ def timed_run(cmd: list[str]) -> dict[str, Any]:
         res |= {"phase_seconds": report.get("phase_seconds"), "hunks": report.get("hunks")}
         if report.get("phase_seconds"):
             res["phase_cpu_s"] = phase_cpu(sampler.cpu, report["phase_seconds"])
+            res["phase_peak_rss_sum_mb"] = phase_peaks(sampler.rss, report["phase_seconds"])
     except ValueError:
         pass  # no JSON: the figures above stand alone
     return res
