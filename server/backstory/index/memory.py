@@ -7,8 +7,9 @@ after each batch keeps the resident size near what is live.
 
 The language server answers on a pool of threads, and glibc gives each thread that allocates its own heap
 ("arena", up to eight per core); freed memory stays in the arena it came from, so each arena grows to the largest
-request it has served. On git/git after 40 searches and hovers the server held 464 MB with the default arenas
-and 379 MB with two (one measured the same; two keep the hover prewarm thread off the requests' lock).
+request it has served. On git/git after lsp_bench's searches and hovers the server held 464 MB with the default
+arenas, 379 MB with MALLOC_ARENA_MAX=2 and 367 MB with `limit_arenas` (one arena measured the same as two; two
+keep the hover prewarm thread off the requests' lock).
 
 Both are no-ops where glibc is not the C library.
 """
@@ -21,6 +22,7 @@ import functools
 from collections.abc import Callable
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
+SERVER_ARENAS = 2  # for the long-lived servers (language server, MCP), whose requests run on threads
 
 
 @functools.cache
@@ -43,7 +45,7 @@ def release() -> None:
         trim(0)
 
 
-def limit_arenas(count: int) -> bool:
+def limit_arenas(count: int = SERVER_ARENAS) -> bool:
     """Cap glibc's heaps at ``count`` for the rest of the process (call it before threads start allocating).
     False where the C library has no ``mallopt`` or refused it."""
     mallopt = getattr(_libc(), "mallopt", None)

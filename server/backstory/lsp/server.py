@@ -24,7 +24,6 @@ from .params import uri_path
 log = logging.getLogger(__name__)
 FEATURES = (commands, hover, code_actions, changes)
 PARENT_POLL_SECONDS = 2.0
-HEAP_ARENAS = 2  # glibc heaps for the request threads (index/memory.py: 464 -> 379 MB on git/git)
 
 
 server = BackstoryServer()
@@ -115,7 +114,7 @@ for _feature in FEATURES:
 
 def run(tcp: str | None = None) -> None:
     logging.basicConfig(level=os.environ.get("BACKSTORY_LOG", "WARNING"), format="%(name)s: %(message)s")
-    memory.limit_arenas(HEAP_ARENAS)  # before the request threads start
+    memory.limit_arenas()  # before the request threads start (index/memory.py: 464 -> 367 MB on git/git)
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))

@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 
 from .. import __version__
 from ..history.repo import HistoryError
+from ..index import memory
 from ..index.store import StoreError
 from ..search.when import BadDate
 from . import text, tools
@@ -295,6 +296,7 @@ def build(app: Backstory) -> BackstoryMCP:
 def run(repo: str | Path = ".", index_dir: str | None = None) -> None:
     """Serve ``repo`` over stdio until the client closes the connection."""
     logging.basicConfig(level=os.environ.get("BACKSTORY_LOG", "WARNING"), format="%(name)s: %(message)s")
+    memory.limit_arenas()  # tools run on threads, as the language server's requests do
     app = Backstory(repo, index_dir)  # None: BACKSTORY_INDEX_DIR or <git dir>/backstory, as everywhere
     build(app).run()
     if app.busy():  # an indexing job did not stop within the grace period: it resumes on the next run
