@@ -243,6 +243,7 @@ def test_message_features_only_where_the_index_holds_messages(tmp_path: Path, no
     else:
         assert f(row, "message_rank") == pytest.approx(1 / 3) and f(row, "cover_message") == 1.0
         assert f(row, "message_cosine") == 0.42 and f(row, "message_dense_rank") == 0.25
+        assert 0.5 < f(row, "subject_match") < 1.0  # the subject's "flaky" and "exponential" are not in the query
 
 
 def test_message_cosine_is_the_lanes_floor_outside_its_top_and_zero_without_the_lane(tmp_path: Path) -> None:
@@ -291,17 +292,37 @@ def test_message_cover_weighs_terms_by_idf_and_counts_change_verbs() -> None:
     )
 
 
+def test_subject_match_is_the_share_of_terms_the_query_and_the_subject_have_in_common() -> None:
+    """1 for a query that is the subject (a pull-request title copied from a commit), less for a subject with
+    other words or a query with words the subject lacks, 0 without a subject (message-blind: none is read)."""
+    idf = {"fix": 1.0, "retri": 2.0, "upload": 1.0}
+    q = QueryInfo(terms=("retri", "upload"), all_terms=("fix", "retri", "upload"), idf=idf, identifiers=())
+
+    def match(subject: set[str]) -> float:
+        return f(
+            feature_row(q, CommitText(n_hunks=1, files=["a.py"], subject=frozenset(subject)), 0, 0, 0, None),
+            "subject_match",
+        )
+
+    assert match({"fix", "retri", "upload"}) == 1.0
+    assert match({"fix", "retri", "upload", "backoff"}) == 0.75
+    assert match({"retri", "upload"}) == pytest.approx(2 / 3)
+    assert match(set()) == 0.0
+
+
 def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_hunks(tmp_path: Path) -> None:
-    """The with-messages model reads scores, ranks and the message only, so its rows skip the hunks (the costly
-    part) — and must score exactly as from full rows."""
+    """A model that reads scores, ranks and the message only skips the hunks in its rows (the costly part) — and
+    must score exactly as from full rows. (The with-messages model read only these until it was refitted on
+    natural questions: it reads hunk features now, as the message-blind one does.)"""
     from backstory.search.fusion import FusedCommit
 
     repo = GitRepo(tmp_path / "r")
     a = repo.commit("Retry uploads with backoff", {"net.py": "def send(x):\n    return retry(x)\n"})
     b = repo.commit("Parse headers lazily", {"http.py": "def headers(raw):\n    return dict(raw)\n"})
     index_repository(repo.path, options=BuildOptions(no_messages=False))
-    model = learned.load(messages=True)
-    assert set(model.features) <= features.WITHOUT_HUNKS
+    names = tuple(sorted(features.WITHOUT_HUNKS))
+    n = len(names)
+    model = learned.LinearRanker("light", names, (0.0,) * n, (1.0,) * n, tuple(0.1 * (i + 1) for i in range(n)))
     with Engine(repo.path, models=ModelConfig(dense=False, reranker="none")) as engine:
         top = [FusedCommit(a, 1.2, {"diff": 1, "message": 1}), FusedCommit(b, 0.7, {"diff": 2})]
         rerank = {a: 0.6, b: 0.3}

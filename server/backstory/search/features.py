@@ -66,14 +66,16 @@ FEATURES = (
     # appended last: a model names the features it reads, so models fitted before these still read the same columns
     "message_cosine",  # its cosine for the commit (the lane's lowest returned one when absent, as fusion counts it)
     "message_dense_rank",  # 1 / (1 + the commit's rank in that lane), 0 when absent
+    # messages only: a query that is (nearly) the commit's own subject, e.g. a pull-request title copied from it
+    "subject_match",  # share of the query's and the subject's distinct terms they have in common (Jaccard)
 )
 #: Features only an index with messages gives values (0 in a message-blind one).
-MESSAGE_FEATURES = ("message_rank", "cover_message", "message_cosine", "message_dense_rank")
+MESSAGE_FEATURES = ("message_rank", "cover_message", "message_cosine", "message_dense_rank", "subject_match")
 #: Features that need no hunk text (scores, ranks, the message): a model reading only these skips the catalogue's
-#: hunks, the costly part of a row (the with-messages model reads only these).
+#: hunks, the costly part of a row (both bundled models read hunk features too: then every row reads them).
 WITHOUT_HUNKS = frozenset((
     "fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message", "fix_x_fused", "message_cosine",
-    "message_dense_rank",
+    "message_dense_rank", "subject_match",
 ))  # fmt: skip
 MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
@@ -125,6 +127,7 @@ class CommitText:
     seen_names: set[str] = field(default_factory=set)  # query terms in paths and symbols
     identifiers: set[str] = field(default_factory=set)  # identifier-like words found in changed lines
     seen_message: set[str] = field(default_factory=set)  # query terms in the message (messages indexed only)
+    subject: frozenset[str] = frozenset()  # terms of the subject (messages indexed only)
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class CommitTokens:
     names: frozenset[str]  # terms of paths and touched symbols
     changed: str  # the changed lines as written, for verbatim identifier matches
     message: frozenset[str] = frozenset()  # terms of the subject and body
+    subject: frozenset[str] = frozenset()  # terms of the subject alone
 
 
 def identifiers(query: str) -> tuple[str, ...]:
@@ -169,15 +173,18 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
     )  # fmt: skip
 
 
-def _commit_row(catalog: Catalog, sha: str) -> tuple[int, frozenset[str]]:
-    """The commit's indexed hunk count and the terms of its subject and body (0 and none when unknown)."""
+def _commit_row(catalog: Catalog, sha: str) -> tuple[int, frozenset[str], frozenset[str]]:
+    """The commit's indexed hunk count, the terms of its subject and body, and those of its subject alone (0
+    and none when unknown)."""
     row = catalog.message_row(sha)
-    return (row[0], frozenset(analyze(f"{row[1]}\n{row[2]}"))) if row else (0, frozenset())
+    if row is None:
+        return 0, frozenset(), frozenset()
+    return row[0], frozenset(analyze(f"{row[1]}\n{row[2]}")), frozenset(analyze(row[1]))
 
 
 def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
-    n_hunks, message = _commit_row(catalog, sha)
+    n_hunks, message, subject = _commit_row(catalog, sha)
     files = tuple(catalog.commit_paths(sha))
     lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
     names: list[str] = []
@@ -193,17 +200,18 @@ def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
         names=frozenset(analyze(" ".join(names))),
         changed="\n".join(lines["add"] + lines["rem"]),
         message=message,
+        subject=subject,
     )
 
 
 def message_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     """Only the commit's message and hunk count (no hunks read): for a model whose features are all in
     :data:`WITHOUT_HUNKS`; the features outside it are not meaningful from these."""
-    n_hunks, message = _commit_row(catalog, sha)
+    n_hunks, message, subject = _commit_row(catalog, sha)
     empty: Counter[str] = Counter()
     return CommitTokens(
         n_hunks=n_hunks, files=(), counts={"add": empty, "rem": empty, "ctx": empty}, names=frozenset(), changed="",
-        message=message,
+        message=message, subject=subject,
     )  # fmt: skip
 
 
@@ -220,6 +228,7 @@ def commit_text(tokens: CommitTokens, q: QueryInfo, messages: bool = False) -> C
     ct.identifiers = {i for i in q.identifiers if verbatim(i, tokens.changed)}
     if messages:
         ct.seen_message = {t for t in q.all_terms if t in tokens.message}
+        ct.subject = tokens.subject
     return ct
 
 
@@ -322,7 +331,13 @@ def feature_row(
         when("fix", fused),
         message_cosine,
         1.0 / (1 + message_dense_rank) if message_dense_rank is not None else 0.0,
+        jaccard(set(q.all_terms), ct.subject),
     ]
+
+
+def jaccard(a: set[str], b: frozenset[str]) -> float:
+    """|a & b| / |a | b| (0 when both are empty)."""
+    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 def bm25(tf: Mapping[str, int], idf: Mapping[str, float], length: int) -> float:
