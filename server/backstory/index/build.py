@@ -25,6 +25,7 @@ from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import integrity, memory, merge_diffs, relations, symbols_phase
+from .catalog import Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import hunk_docs, prepared
@@ -211,8 +212,8 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             _purge(store, writer, staging, stale)
             report.purged_commits = len(stale)
         if todo and not tips:  # from here on the catalogue holds only commits reachable from head (graph.RUN_HEAD)
+            kept = Catalog.of(store).indexed_count()
             with store.transaction() as db:
-                kept = db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
                 store.set_state(db, RUN_TOTAL, str(kept + len(todo)))
                 store.set_state(db, RUN_HEAD, head)
         total = len(todo)

@@ -16,6 +16,7 @@ from dulwich.repo import Repo
 from ..history import libgit
 from ..history.model import CommitInfo
 from ..history.repo import shallow_roots
+from .catalog import Catalog
 from .store import Store
 
 
@@ -104,13 +105,13 @@ def indexed_reachable(store: Store, repo: Repo, head: str) -> tuple[set[str] | N
         pending = store.db.execute("SELECT COUNT(*) FROM commits WHERE state<>'indexed'").fetchone()[0]
         if pending == 0:
             return None, 0
-    if store.db.execute("SELECT 1 FROM commits WHERE state='indexed' LIMIT 1").fetchone() is None:
+    indexed = Catalog.of(store).indexed_count()
+    if indexed == 0:
         return set(), None  # nothing to show yet (a first run just started): what is left is not counted
     if store.get_state(RUN_HEAD) == head:
         total = store.get_state(RUN_TOTAL)
         if not total:
             return None, None  # a first run's prelude is written and the whole walk not done: not counted yet
-        indexed = store.db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0]
         return None, max(0, int(total) - indexed)
     g = reachable(store, repo, head)
     return g.reachable, len(g.ordered)
