@@ -383,7 +383,8 @@ def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> 
             for sha in (mixed, single)}  # fmt: skip
     unit = {}
     for keys in fids.values():
-        for f, v in zip(keys, index.get(np.asarray(keys, dtype=np.uint64)), strict=True):
+        stored = np.asarray(index.get(np.asarray(keys, dtype=np.uint64)), dtype=np.float32)  # float16 on disk
+        for f, v in zip(keys, stored, strict=True):
             unit[f] = v / np.linalg.norm(v)
     centre = np.mean([unit[f] for f in fids[mixed]], axis=0)
     expected = float(centre @ (qv / np.linalg.norm(qv))) / float(np.linalg.norm(centre))
@@ -396,3 +397,33 @@ def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> 
     previous = {r["commit"]["sha"]: r["why"]["fused"] for r in engine.search(query, opts)["results"]}
     assert previous[mixed] == pytest.approx(best_file, abs=1e-5)
     assert previous[single] == pytest.approx(fused[single], abs=1e-5)  # one file: both scores agree
+
+
+def test_float32_vector_file_is_stored_as_float16_once_as_a_fresh_build_would(tmp_path, embedder, monkeypatch) -> None:
+    path = tmp_path / "wordy"
+    wordy_history(path, 120)
+    old_dir, fresh_dir = tmp_path / "old", tmp_path / "fresh"
+    with monkeypatch.context() as m:
+        m.setattr(vectors, "DTYPE", "f32")  # what versions before float16 saved
+        index_repository(path, options=BuildOptions(no_messages=True), index_dir=old_dir)
+        old = store_for(open_repo(path), old_dir)
+        with old.write_lock():
+            assert embed_pending(old, embedder) == 120
+    assert vectors.stored_as(vectors.load(old.vectors_path, embedder.dim)) == "f32"
+    f32_bytes = old.vectors_path.stat().st_size
+    with old.write_lock():
+        assert embed_pending(old, embedder) == 0  # nothing embedded again: the file is rewritten
+    converted = vectors.load(old.vectors_path, embedder.dim)
+    assert vectors.stored_as(converted) == "f16" and len(converted) == 120
+    assert old.vectors_path.stat().st_size < 0.6 * f32_bytes
+    index_repository(path, options=BuildOptions(no_messages=True), index_dir=fresh_dir)
+    fresh_store = store_for(open_repo(path), fresh_dir)
+    with fresh_store.write_lock():
+        embed_pending(fresh_store, embedder)
+    fresh = vectors.load(fresh_store.vectors_path, embedder.dim)
+    for query in ("multiply the value", "Change 7", "func_99 docstring"):
+        qv = embedder.embed_query(query)
+        assert vectors.search(converted, qv, 10) == vectors.search(fresh, qv, 10)
+    engine = Engine(path, index_dir=old_dir, models=ModelConfig(reranker="none"))
+    engine.dense._embedder = embedder
+    assert engine.search("multiply the value", SearchOptions(lanes=("dense",), rerank=False))["results"]

@@ -112,7 +112,25 @@ def open_vectors(store: Store, dim: int) -> tuple[Any, integrity.Problem | None]
             integrity.forget_vectors(tx)
         path.unlink(missing_ok=True)
         index = vectors.new_index(dim)
+    elif index is not None and vectors.stored_as(index) != vectors.DTYPE:
+        index = _convert(store, index)
+    assert index is not None
     return index, problem
+
+
+def _convert(store: Store, index: Any) -> Any:
+    """Rewrite a vector file saved with another scalar kind (float32, before float16) as :data:`vectors.DTYPE`,
+    adding the vectors in a fresh build's order (newest unit first), so the graph is a fresh build's."""
+    was = vectors.stored_as(index)
+    order = [
+        r[0] for r in store.db.execute("SELECT fid FROM files WHERE embedded=1 ORDER BY author_time DESC, fid DESC")
+    ]
+    log.info("storing the %d vectors as %s instead of %s (once)", len(index), vectors.DTYPE, was)
+    converted = vectors.convert(index, order)
+    _save(store, converted)
+    with store.transaction() as tx:
+        integrity.claim_vectors(tx)
+    return converted
 
 
 def _save(store: Store, index: Any) -> None:
