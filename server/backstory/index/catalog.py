@@ -227,7 +227,8 @@ class Catalog:
         """(sha, fid) of every embedded file unit of ``shas``, by fid."""
         out: list[tuple[str, int]] = []
         for chunk, marks in _chunks(list(shas)):
-            sql = f"SELECT sha, fid FROM files WHERE embedded=1 AND sha IN ({marks}) ORDER BY fid"
+            # `+embedded`: look rows up by sha; on `embedded` SQLite walked every embedded unit (69 ms on git/git)
+            sql = f"SELECT sha, fid FROM files WHERE +embedded=1 AND sha IN ({marks}) ORDER BY fid"
             out.extend((sha, fid) for sha, fid in self._db.execute(sql, chunk))
         return out
 

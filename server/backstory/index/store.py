@@ -146,6 +146,14 @@ class Store:
         db = self.db
         return id(db), int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
 
+    def vectors_stat(self) -> tuple[int, int, int] | None:
+        """What tells the vector file changed (or appeared, or went) without reading it."""
+        try:
+            st = self.vectors_path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
     def write_manifest(self, data: dict[str, Any]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / (MANIFEST + ".tmp")

@@ -56,6 +56,7 @@ class DenseLane:
         self._query_vector: tuple[str, str, Any] | None = None  # (model id, query, vector) of the last rank()
         self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, matrix) of message vectors
         self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
+        self._problem: tuple[Any, str | None] | None = None  # (catalogue state, vector file stat) -> problem()
 
     # -- models -----------------------------------------------------------------------------------------------
 
@@ -96,6 +97,7 @@ class DenseLane:
         self._index_mtime = None
         self._centroids_of = {}
         self._messages = None
+        self._problem = None
 
     # -- vectors ----------------------------------------------------------------------------------------------
 
@@ -107,9 +109,15 @@ class DenseLane:
 
     def problem(self) -> str | None:
         """Why the vector file cannot serve the units the catalogue says it holds (missing, damaged), or None.
-        A ``stat`` and two catalogue reads; a copied file is read (CRC) once per process."""
-        found = self.catalog.vectors_problem(self.store.vectors_path, self._trusted)
-        return None if found is None else str(found)
+        Checked again only when the catalogue or the file changed (a ``stat`` and SQLite's data version): the
+        check counts the embedded units, 10 ms on git/git's 136,013, twice per search otherwise. A copied file
+        is read (CRC) once per process."""
+        path = self.store.vectors_path
+        key = (self.store.data_version(), self.store.vectors_stat())
+        if self._problem is None or self._problem[0] != key:
+            found = self.catalog.vectors_problem(path, self._trusted)
+            self._problem = (key, None if found is None else str(found))
+        return self._problem[1]
 
     def coverage(self) -> float:
         """Share of file units the dense lane can search: 0 while the vector file is missing or damaged."""
@@ -235,15 +243,22 @@ class DenseLane:
         return commit_hunks(top, hunks_of), dict(top)
 
     def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
-        """Every indexed commit's message vector (unit rows), read once per catalogue state (a count and a
-        rowid)."""
+        """Every indexed commit's message vector (unit rows), read once per state of the table (its row count
+        and largest rowid). The table is only looked at when the catalogue changed (SQLite's data version): its
+        count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it alone must not
+        re-read the matrix either."""
+        db_version = self.store.data_version()
+        cached = self._messages
+        if cached is not None and cached[0][0] == db_version:
+            return cached[1], cached[2]
         version = message_vectors.version(self.store.db)
         if version is None:
             return [], np.zeros((0, dim), dtype=np.float32)
-        if self._messages is None or self._messages[0] != version:
+        if cached is None or cached[0][1] != version:
             shas, matrix = message_vectors.read_all(self.store.db, dim)
-            self._messages = (version, shas, unit_rows(matrix))
-        return self._messages[1], self._messages[2]
+            cached = ((db_version, version), shas, unit_rows(matrix))
+        self._messages = ((db_version, version), cached[1], cached[2])
+        return cached[1], cached[2]
 
     # -- rerank -----------------------------------------------------------------------------------------------
 

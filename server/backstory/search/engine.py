@@ -83,15 +83,6 @@ SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due
 SMALL_UPDATE_UNITS = 300
 
 
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    """What tells a file changed (or appeared, or went) without reading it."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
-
-
 class Engine:
     def __init__(
         self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
@@ -344,7 +335,7 @@ class Engine:
             if writer is not None:
                 return info, set(), f"{_indexer(writer)} is building the index; search again when it has finished"
             return info, set(), "no index yet: run `backstory index`"
-        key = (head, self.store.data_version(), self._generation, _stat(self.store.vectors_path))
+        key = (head, self.store.data_version(), self._generation, self.store.vectors_stat())
         if self._fresh is None or self._fresh[0] != key:
             self._fresh = (key, *self._counts(head))
         _key, allowed, behind, counted, vectors_problem = self._fresh
