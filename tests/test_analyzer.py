@@ -25,7 +25,7 @@ def test_code_lanes_ignore_change_verbs_the_message_lane_keeps_them(tmp_path) ->
     index_repository(repo.path, options=BuildOptions(symbols=False))
     store = store_for(open_repo(repo.path))
     index = open_index(store.tantivy_path, create=False)
-    path_of = dict(store.db.execute("SELECT uid, path FROM hunks"))
+    path_of = dict(store.db.execute("SELECT h.uid, f.path FROM hunks h JOIN files f ON f.fid = h.fid"))
 
     def lane_paths(lane: str, text: str) -> set[str]:
         return {path_of[uid] for uid, _score in search_lane(index, index.searcher(), lane, text, None)}

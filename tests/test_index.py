@@ -17,6 +17,7 @@ import tantivy
 from backstory.history.repo import open_repo
 from backstory.index.analyzer import query_terms
 from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.index.catalog import Catalog
 from backstory.index.store import IndexBusy, RebuildNeeded, StoreError
 from backstory.index.text_index import distinct_tokens, open_index
 from backstory.search.engine import Engine
@@ -79,6 +80,39 @@ def test_reset_and_amend_purge_unreachable_commits(sample) -> None:
     db = sqlite3.connect(store_for(open_repo(path)).db_path)
     assert db.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 4
     assert db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0] == _doc_count(path)
+
+
+def test_hunk_rows_carry_their_files_commit_and_paths_through_a_purge(tmp_path) -> None:
+    """Hunks keep their commit, paths, change kind and language only in their file's row (schema 13): reads
+    join them back, a purge finds a commit's hunks through its files, and uid order within a commit is (file,
+    position) order, which catalogue reads take from the files_sha and hunks_fid indexes instead of sorting."""
+    repo = GitRepo(tmp_path / "r")
+    body = "".join(f"line {i}\n" for i in range(40))
+    repo.commit("Start", {"a.py": body, "b.c": body})
+    edited = body.replace("line 3\n", "line three\n").replace("line 30\n", "line thirty\n")
+    repo.commit("Edit both ends", {"a.py": edited, "b.c": edited})
+    index_repository(repo.path, options=BuildOptions(symbols=False))
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    repo.git("mv", "a.py", "z.py")
+    sha = repo.commit("Edit and rename", {"z.py": edited, "b.c": edited})
+    report = index_repository(repo.path)
+    assert (report.purged_commits, report.new_commits) == (1, 1)
+    store = store_for(open_repo(repo.path))
+    db = store.db
+    assert db.execute("SELECT COUNT(*) FROM hunks WHERE fid NOT IN (SELECT fid FROM files)").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0] == _doc_count(repo.path) == 6
+    uids = [r[0] for r in db.execute("SELECT uid FROM hunks ORDER BY uid")]
+    rows = Catalog.of(store).hunk_rows(uids)
+    mine = [rows[u] for u in uids if rows[u]["sha"] == sha]
+    shown = [(r["path"], r["old_path"], r["change"], r["language"], r["idx"], r["new_start"]) for r in mine]
+    assert shown == [
+        ("b.c", "b.c", "modify", "c", 0, 1),
+        ("b.c", "b.c", "modify", "c", 1, 28),
+        ("z.py", "a.py", "rename", "python", 0, 1),
+        ("z.py", "a.py", "rename", "python", 1, 28),
+    ]
+    assert Catalog.of(store).first_hunks_of([sha], 3) == {sha: [r["uid"] for r in mine[:3]]}
+    assert [t[0] for t in Catalog.of(store).commit_hunk_texts(sha, 3)] == ["b.c", "b.c", "z.py"]
 
 
 def test_no_messages_keeps_messages_out_of_lanes(sample) -> None:
@@ -170,7 +204,7 @@ def test_resume_after_kill_9_has_no_duplicates_or_gaps(tmp_path) -> None:
     assert db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0] == 600
     hunks = db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0]
     assert hunks == 600
-    assert db.execute("SELECT COUNT(DISTINCT sha) FROM hunks").fetchone()[0] == 600
+    assert db.execute("SELECT COUNT(DISTINCT f.sha) FROM hunks h JOIN files f ON f.fid = h.fid").fetchone()[0] == 600
     assert _doc_count(path) == hunks  # no duplicate Tantivy documents
     searcher = open_index(store_for(open_repo(path)).tantivy_path, create=False).searcher()
     schema = open_index(store_for(open_repo(path)).tantivy_path, create=False).schema

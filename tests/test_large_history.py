@@ -35,6 +35,7 @@ from backstory.index.text_index import open_index, search_lane
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 
+HUNKS = "SELECT {} FROM hunks h JOIN files f ON f.fid = h.fid"  # a hunk's commit and path are its file's
 COMMITS = 2400  # non-merge commits; plus a merge every TOPIC_EVERY
 TOPIC_EVERY = 60
 WORDS = [
@@ -248,13 +249,13 @@ def test_hunks_match_git_log_p(big_repo: Path, phased: Path) -> None:
             assert m
             a, b, c, d = m.groups()
             expected.add((sha, path, int(a), int(b or 1), int(c), int(d or 1)))
-    got = set(_db(phased).execute("SELECT sha, path, old_start, old_lines, new_start, new_lines FROM hunks"))
+    got = set(_db(phased).execute(HUNKS.format("f.sha, f.path, h.old_start, h.old_lines, h.new_start, h.new_lines")))
     assert len(expected) > 2000
     assert got == expected
 
 
 def test_symbols_phase_matches_one_pass(phased: Path, one_pass: Path) -> None:
-    query = "SELECT h.sha, h.path, h.idx, h.symbols, f.parsed FROM hunks h JOIN files f ON f.fid = h.fid"
+    query = HUNKS.format("f.sha, f.path, h.idx, h.symbols, f.parsed")
     a = sorted(_db(phased).execute(query))
     b = sorted(_db(one_pass).execute(query))
     assert a == b
@@ -276,7 +277,7 @@ def test_symbols_phase_matches_a_slow_sequential_read(big_repo: Path, phased: Pa
         }
         got = {
             (r[0], r[1]): json.loads(r[2])
-            for r in db.execute("SELECT path, idx, symbols FROM hunks WHERE sha=?", (info.sha,))
+            for r in db.execute(HUNKS.format("f.path, h.idx, h.symbols") + " WHERE f.sha=?", (info.sha,))
         }
         assert got == want, info.sha
 
@@ -289,7 +290,7 @@ def test_keyword_lanes_rank_as_one_pass(phased: Path, one_pass: Path, lane: str)
         index.reload()
         searcher = index.searcher()
         db = _db(index_dir)
-        where = {u: (s, p, i) for u, s, p, i in db.execute("SELECT uid, sha, path, idx FROM hunks")}
+        where = {u: (s, p, i) for u, s, p, i in db.execute(HUNKS.format("h.uid, f.sha, f.path, h.idx"))}
         uids[name] = [
             [(where[u], round(score, 4)) for u, score in search_lane(index, searcher, lane, q, None)]
             for q in ("parse token", "retry_socket", "cache header buffer", "rework stream")
@@ -348,5 +349,5 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
         assert {r["commit"]["sha"] for r in rows} & staged  # staged commits are found
     index_repository(big_repo, index_dir=tmp_path)
     assert not store.staging_path.exists()
-    query = "SELECT sha, path, idx, symbols FROM hunks"
+    query = HUNKS.format("f.sha, f.path, h.idx, h.symbols")
     assert sorted(_db(tmp_path).execute(query)) == sorted(_db(one_pass).execute(query))

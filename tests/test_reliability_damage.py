@@ -14,6 +14,7 @@ import pytest
 
 from backstory.cli import EXIT_ERROR, EXIT_NO_RESULTS, EXIT_OK
 from backstory.index import integrity
+from backstory.index.store import SCHEMA_VERSION
 from gitrepo import fast_history
 from trials import overwrite
 
@@ -130,7 +131,17 @@ def test_verified_files_are_read_once_and_a_later_change_is_still_found(repo: Pa
     _said_cleanly(cli("query", "update module 7", "--no-dense", "--json", "-C", str(repo)), "fails its checksum")
 
 
-@pytest.mark.parametrize(("value", "said"), [('"11"', "schema_version is '11', not a number"), ("3", "schema 3")])
+PREVIOUS = SCHEMA_VERSION - 1  # the layout an upgrade meets: it must be rebuilt, not read with this one's queries
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ('"11"', "schema_version is '11', not a number"),
+        ("3", "schema 3"),
+        (str(PREVIOUS), f"schema {PREVIOUS}, not {SCHEMA_VERSION}"),
+    ],
+)
 def test_manifest_schema_that_is_not_this_versions(repo: Path, value: str, said: str) -> None:
     manifest = _store(repo) / "manifest.json"
     data = json.loads(manifest.read_text())

@@ -51,7 +51,8 @@ def test_a_changed_read_stops_the_phase_with_the_fix_and_loses_nothing(tmp_path:
     db = sqlite3.connect(Store(index).db_path)
     sha = db.execute("SELECT sha FROM files WHERE path='net.py' AND parsed=-1 ORDER BY fid LIMIT 1").fetchone()[0]
     with db:
-        db.execute("DELETE FROM hunks WHERE sha=? AND path='net.py'", (sha,))  # the catalogue no longer agrees
+        net = "SELECT fid FROM files WHERE sha=? AND path='net.py'"
+        db.execute(f"DELETE FROM hunks WHERE fid IN ({net})", (sha,))  # the catalogue no longer agrees
     with pytest.raises(StoreError, match=r"reads differently.*backstory index --rebuild"):
         index_repository(repo.path, index_dir=index)
     assert Store(index).staging_path.is_dir()

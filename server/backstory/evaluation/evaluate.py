@@ -97,7 +97,8 @@ def plain_bm25(engine: Engine, with_message: bool = False) -> Callable[[str], li
             sha: f"{subj}\n{body}"
             for sha, subj, body in engine.store.db.execute("SELECT sha, subject, body FROM commits")
         }
-    for sha, excerpt in engine.store.db.execute("SELECT sha, excerpt FROM hunks ORDER BY uid"):
+    sql = "SELECT f.sha, h.excerpt FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+    for sha, excerpt in engine.store.db.execute(sql):
         text = f"{messages[sha]}\n{excerpt}" if with_message else excerpt
         writer.add_document(tantivy.Document(text=text, sha=sha))
     writer.commit()
@@ -134,7 +135,7 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
 
 def indexed_commits(engine: Engine) -> set[str]:
     """Commits with at least one indexed hunk: the only ones a search can return."""
-    return {r[0] for r in engine.store.db.execute("SELECT DISTINCT sha FROM hunks")}
+    return {r[0] for r in engine.store.db.execute("SELECT DISTINCT f.sha FROM files f JOIN hunks h ON h.fid = f.fid")}
 
 
 def pr_title_sample(repo_path: Path, engine: Engine, n: int, seed: int, skip: int = 0) -> list[pr_titles.PullRequest]:
@@ -169,7 +170,8 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
 
     emb = engine.dense.embedder()
     db = engine.store.db
-    rows = db.execute("SELECT uid, sha, path, excerpt, symbols FROM hunks ORDER BY uid").fetchall()
+    sql = "SELECT h.uid, f.sha, f.path, h.excerpt, h.symbols FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+    rows = db.execute(sql).fetchall()
     texts = [file_passage(r["path"], [s[0] for s in _json.loads(r["symbols"])], None, [r["excerpt"]]) for r in rows]
     t = time.perf_counter()
     mat = emb.embed(texts)

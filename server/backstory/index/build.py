@@ -289,7 +289,7 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
     with store.transaction() as db:
         for sha in shas:
             db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
-            db.execute("DELETE FROM hunks WHERE sha=?", (sha,))
+            db.execute("DELETE FROM hunks WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
             db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
         relations.purge(db, shas)
@@ -320,7 +320,9 @@ def _write_batch(
     diffs = [b for b in batch if isinstance(b, CommitDiff)]
     n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
     n_files = sum(len(cd.files) for cd in diffs)
-    # 1. commits become pending and ids are reserved (durable before Tantivy sees anything)
+    # 1. commits become pending and ids are reserved (durable before Tantivy sees anything). Both are handed out
+    # in file then hunk order, so within a commit uid order is (fid, idx) order: catalogue reads rely on it to get
+    # hunk order from the files_sha and hunks_fid indexes without a sort (Catalog.commit_hunk_texts)
     with store.transaction() as db:
         db.executemany(
             "INSERT OR REPLACE INTO commits(sha, parents, subject, body, author_name, author_email, author_time,"
@@ -351,8 +353,8 @@ def _write_batch(
             for i, (h, excerpt) in enumerate(zip(f.hunks, ft.excerpts, strict=True)):
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
                 hunk_rows.append(
-                    (uid, fid, c.sha, i, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,
-                     h.new_lines, f.language, excerpt, int(h.truncated), symbols_json, h.ops)
+                    (uid, fid, i, h.old_start, h.old_lines, h.new_start, h.new_lines, excerpt, int(h.truncated),
+                     symbols_json, h.ops)
                 )  # fmt: skip
                 uid += 1
             fid += 1
@@ -370,8 +372,8 @@ def _write_batch(
             file_rows,
         )
         db.executemany(
-            "INSERT INTO hunks(uid, fid, sha, idx, path, old_path, change, old_start, old_lines, new_start,"
-            " new_lines, language, excerpt, truncated, symbols, ops) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO hunks(uid, fid, idx, old_start, old_lines, new_start, new_lines, excerpt, truncated,"
+            " symbols, ops) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             hunk_rows,
         )
         db.executemany(

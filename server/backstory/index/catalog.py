@@ -33,6 +33,13 @@ _FILE_HUNKS = (
     "SELECT f.sha, f.change, f.old_path, h.uid, h.old_start, h.old_lines, h.new_start, h.new_lines, h.ops "
     "FROM files f LEFT JOIN hunks h ON h.fid = f.fid WHERE f.path=? ORDER BY f.fid, h.idx"
 )
+# a hunk row as readers know it: the hunk's own columns and its file's (commit, paths, change kind, language),
+# which the catalogue keeps once per file (schema 13); by uid (primary keys of both tables)
+_HUNK_ROWS = (
+    "SELECT h.uid, h.fid, f.sha, h.idx, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,"
+    " h.new_lines, f.language, h.excerpt, h.truncated, h.symbols, h.ops"
+    " FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid IN ({marks})"
+)
 
 
 def _chunks(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
@@ -67,7 +74,12 @@ class Catalog:
     # -- rows by id -------------------------------------------------------------------------------------------
 
     def hunk_rows(self, uids: Iterable[int]) -> dict[int, Any]:
-        return self._rows_by_key("hunks", "uid", uids)
+        """Each hunk's row with its file's columns (``sha``, ``path``, ``old_path``, ``change``, ``language``)."""
+        out: dict[int, Any] = {}
+        for chunk, marks in _chunks(sorted(set(uids))):
+            for row in self._db.execute(_HUNK_ROWS.format(marks=marks), chunk):
+                out[row["uid"]] = row
+        return out
 
     def commit_rows(self, shas: Iterable[str]) -> dict[str, Any]:
         return self._rows_by_key("commits", "sha", shas)
@@ -205,10 +217,14 @@ class Catalog:
         return out
 
     def first_hunks_of(self, shas: Sequence[str], per: int) -> dict[str, list[int]]:
-        """Each commit's first ``per`` hunk uids, in hunk order (by file, then position)."""
+        """Each commit's first ``per`` hunk uids, in hunk order (by file, then position, which is uid order within
+        a file: see ``_write_batch``; the files_sha and hunks_fid indexes give it without a sort)."""
         out: dict[str, list[int]] = {}
         for chunk, marks in _chunks(list(shas)):
-            sql = f"SELECT sha, uid FROM hunks WHERE sha IN ({marks}) ORDER BY sha, fid, idx"
+            sql = (
+                f"SELECT f.sha, h.uid FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha IN ({marks})"
+                " ORDER BY f.sha, f.fid, h.uid"
+            )
             for sha, uid in self._db.execute(sql, chunk):
                 kept = out.setdefault(sha, [])
                 if len(kept) < per:
@@ -238,7 +254,10 @@ class Catalog:
         without indexed hunks are left out (nothing to compare)."""
         parts: dict[str, list[str]] = {}
         for chunk, marks in _chunks(list(shas)):
-            sql = f"SELECT sha, path, excerpt FROM hunks WHERE sha IN ({marks}) ORDER BY sha, path, idx"
+            sql = (
+                f"SELECT f.sha, f.path, h.excerpt FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha IN ({marks})"
+                " ORDER BY f.sha, f.path, h.idx"
+            )
             for sha, path, excerpt in self._db.execute(sql, chunk):
                 changed = "\n".join(line for line in excerpt.split("\n")[1:] if line[:1] in "+-")
                 parts.setdefault(sha, []).append(f"{path}\0{changed}")
@@ -250,8 +269,13 @@ class Catalog:
         return [r[0] for r in self._db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,))]
 
     def commit_hunk_texts(self, sha: str, limit: int) -> list[tuple[str, str, str]]:
-        """(path, excerpt, symbols JSON) of a commit's first ``limit`` hunks."""
-        sql = "SELECT path, excerpt, symbols FROM hunks WHERE sha=? ORDER BY uid LIMIT ?"
+        """(path, excerpt, symbols JSON) of a commit's first ``limit`` hunks. (fid, uid) is uid order within a
+        commit (see ``_write_batch``) and the order the two indexes give: the read stops after ``limit`` rows
+        instead of sorting every hunk of a large commit."""
+        sql = (
+            "SELECT f.path, h.excerpt, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
+            " ORDER BY f.fid, h.uid LIMIT ?"
+        )
         return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
 
     def path_changes(self, path: str) -> dict[str, tuple[str, str, list[Any]]]:

@@ -148,7 +148,10 @@ def backfill(db: sqlite3.Connection) -> int:
         )
         files: dict[tuple[str, str], list[tuple[str, list[str]]]] = {}
         truncated = False
-        sql = "SELECT path, old_path, ops, excerpt, truncated FROM hunks WHERE sha=? ORDER BY uid"
+        sql = (
+            "SELECT f.path, f.old_path, h.ops, h.excerpt, h.truncated FROM files f JOIN hunks h ON h.fid = f.fid"
+            " WHERE f.sha=? ORDER BY f.fid, h.uid"  # uid order (see build._write_batch), without a sort
+        )
         for path, old_path, ops, excerpt, cut in db.execute(sql, (sha,)):
             truncated = truncated or bool(cut)
             lines = [x[1:] for x in excerpt.split("\n")[1:] if x[:1] in "+-"]

@@ -29,7 +29,7 @@ from .. import __version__
 if TYPE_CHECKING:
     from dulwich.repo import Repo
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
@@ -51,15 +51,14 @@ CREATE TABLE IF NOT EXISTS files (
 );
 CREATE INDEX IF NOT EXISTS files_sha ON files(sha);
 CREATE INDEX IF NOT EXISTS files_embed ON files(embedded, author_time);
+-- a hunk's commit, paths, change kind and language are its file's (files.fid): not repeated per hunk (schema 13)
 CREATE TABLE IF NOT EXISTS hunks (
-  uid INTEGER PRIMARY KEY, fid INTEGER NOT NULL, sha TEXT NOT NULL, idx INTEGER NOT NULL,
-  path TEXT NOT NULL, old_path TEXT NOT NULL, change TEXT NOT NULL,
+  uid INTEGER PRIMARY KEY, fid INTEGER NOT NULL, idx INTEGER NOT NULL,
   old_start INTEGER NOT NULL, old_lines INTEGER NOT NULL, new_start INTEGER NOT NULL, new_lines INTEGER NOT NULL,
-  language TEXT, excerpt ZTEXT NOT NULL, truncated INTEGER NOT NULL, symbols TEXT NOT NULL, ops TEXT NOT NULL
+  excerpt ZTEXT NOT NULL, truncated INTEGER NOT NULL, symbols TEXT NOT NULL, ops TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS files_path ON files(path);
 CREATE INDEX IF NOT EXISTS files_symbols_pending ON files(fid) WHERE parsed=-1;  -- index/symbols_phase.py
-CREATE INDEX IF NOT EXISTS hunks_sha ON hunks(sha);
 CREATE INDEX IF NOT EXISTS hunks_fid ON hunks(fid);
 CREATE TABLE IF NOT EXISTS merge_paths (
   sha TEXT NOT NULL, parent TEXT NOT NULL, path TEXT NOT NULL, ops TEXT  -- ops: index/merge_diffs.py

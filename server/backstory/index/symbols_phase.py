@@ -147,7 +147,8 @@ def _move(
     ):
         files.setdefault(sha, []).append((fid, path, old_path))
     uids: dict[int, list[int]] = {}
-    for uid, fid in db.execute(f"SELECT uid, fid FROM hunks WHERE sha IN ({marks}) ORDER BY uid", shas):
+    sql = f"SELECT h.uid, h.fid FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha IN ({marks}) ORDER BY h.uid"
+    for uid, fid in db.execute(sql, shas):
         uids.setdefault(fid, []).append(uid)
     docs: list[HunkDoc] = []
     hunk_updates: list[tuple[str, int]] = []
