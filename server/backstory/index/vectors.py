@@ -3,9 +3,9 @@
 Saved atomically (temp file + rename) before the catalogue marks units as embedded, so after a crash the
 catalogue never claims a vector that is not on disk; vectors the catalogue does not claim are overwritten.
 
-Stored as float16 (:data:`DTYPE`): on git/git's 136,013 units float32 took 1,684 bytes per vector with its graph
-links (229 MB, the index's largest file), float16 917 (125 MB). The rounding (~1e-4 on a cosine) is below what
-ranking can see; the development set ranked the same to the reported digits (docs/large-histories.md). A file
+Stored as float16 (:data:`DTYPE`): 917 bytes a vector with its graph links instead of float32's 1,684; git/git's
+136,013 units took 119 MB instead of 219 (the index's largest file). The rounding (~1e-4 on a cosine) is below
+what ranking can see: the development set ranked the same to four places (docs/large-histories.md). A file
 saved as float32 by an older version still loads (usearch reads the kind from the file) and the indexer
 rewrites it once (:func:`convert`).
 """
