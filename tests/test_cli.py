@@ -500,7 +500,8 @@ def test_status_is_human_readable_and_json_has_the_same_facts(indexed) -> None:
     totals = [sum(v.values()) for v in tables.values()]
     assert totals == sorted(totals, reverse=True)
     assert 0 < sum(totals) <= status["disk"]["catalogue"]
-    assert "catalogue:     " in text and " hunks " in text.split("catalogue:     ")[1].split("\n")[0]
+    line = text.split("catalogue:     ")[1].split("\n")[0]  # the same budget, largest table first
+    assert sum(tables[line.split(" ")[0]].values()) == totals[0] and f", {len(tables) - 4} more " in line, line
     assert status["next"] == "run `backstory index` to embed 6 file change(s)"
     repo = GitRepo.__new__(GitRepo)
     repo.path, repo.n = path, 30
