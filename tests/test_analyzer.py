@@ -1,9 +1,12 @@
-"""Query-side tokenization: change verbs ("fix", "add", ...) are left out of the code lanes' queries."""
+"""Tokenization: change verbs ("fix", "add", ...) are left out of the code lanes' queries; counting terms word by
+word gives what analysing the whole text gives."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from backstory.history.repo import open_repo
-from backstory.index.analyzer import query_terms, without_change_verbs
+from backstory.index.analyzer import analyze, query_terms, term_counts, without_change_verbs
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.text_index import open_index, search_lane
 from gitrepo import GitRepo
@@ -33,3 +36,15 @@ def test_code_lanes_ignore_change_verbs_the_message_lane_keeps_them(tmp_path) ->
     assert lane_paths("diff", "fix cache") == {"cache.py"}  # "fix" says what kind of change, not where
     assert lane_paths("diff", "fix") == {"worker.py"}  # a query of only verbs still searches for them
     assert lane_paths("message", "repair fix") == {"worker.py"}  # messages keep the verbs (and match "repair")
+
+
+def test_term_counts_equal_counting_the_whole_texts_analysis() -> None:
+    text = (
+        "+static int parseHTTPResponse2(struct strbuf *sb) /* the the THE */\n"
+        "-\tif (MAX_RETRY_COUNT > 3.7.1) return -1; // version 13.70 and 3.7\n"
+        " getUserName get_user_name getusername running runs ran 0x1F " + "a" * 45 + " " + "Ab" * 30 + "\n"
+        "É unicode naïve café __init__ _private x86_64 _ __ 1234 1.2 v2.0.1\n"
+    )
+    assert term_counts(text) == Counter(analyze(text))
+    assert term_counts(text + text)["pars"] == 2 * Counter(analyze(text))["pars"] > 0
+    assert term_counts("") == Counter()

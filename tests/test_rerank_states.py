@@ -271,3 +271,26 @@ def test_maxsim_score_states_matches_text_scoring(embedder: Embedder) -> None:
     states = embedder.token_states(passages, max_tokens=reranker.max_tokens)
     assert reranker.score_states(reranker.query_states("retry with backoff"), states) == by_text
     assert maxsim(np.zeros((0, 4), np.float32), np.ones((3, 4), np.float32)) == 0.0
+
+
+def test_a_search_reads_the_catalogue_by_key(tmp_path: Path, embedder: Embedder) -> None:
+    """Every catalogue read a search makes looks rows up by key: none scans a table or walks the
+    ``files_embed`` index. Without ``ANALYZE`` statistics SQLite picks the same plans for these few units as for
+    git/git's 136,000, where a walk through ``files_embed`` cost 22-69 ms a search (docs/large-histories.md)."""
+    path = tmp_path / "plans"
+    wordy_history(path, 240)  # enough tokens to fit the states' codec, so the rerank reads stored states
+    index_repository(path)
+    _embed(path, embedder)
+    engine = _engine(path, embedder)
+    query = "func_17 returns the value times 17"
+    engine.search(query, SearchOptions())  # the first search counts units once per data version: not per search
+    statements: list[str] = []
+    db = engine.store.db
+    db.set_trace_callback(statements.append)
+    engine.search("value times 23", SearchOptions())
+    db.set_trace_callback(None)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert any("unit_states" in s for s in selects) and any("hunks" in s for s in selects)
+    for sql in selects:
+        plan = [row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql)]
+        assert not [step for step in plan if step.startswith("SCAN") or "files_embed" in step], (sql, plan)

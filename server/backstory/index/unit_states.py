@@ -67,9 +67,11 @@ def get(db: sqlite3.Connection, fids: Sequence[int]) -> dict[int, bytes]:
         return {}
     marks = ",".join("?" * len(fids))
     try:
+        # `+embedded`: look units up by fid; on `embedded` SQLite walked every embedded unit through files_embed
+        # and probed each (22 ms for 50 units on git/git; 0.5 ms by fid)
         rows = db.execute(
             f"SELECT s.fid, s.states FROM unit_states s JOIN files f ON f.fid=s.fid"
-            f" WHERE s.fid IN ({marks}) AND f.embedded=1",
+            f" WHERE s.fid IN ({marks}) AND +f.embedded=1",
             list(fids),
         ).fetchall()
     except sqlite3.OperationalError:  # an index from before stored states

@@ -31,7 +31,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..index.analyzer import analyze, query_terms
+from ..index.analyzer import query_terms, term_counts
 from ..index.catalog import Catalog
 
 #: Order matters: the learned model's weights are stored against these names (models/data/second_stage.json).
@@ -179,7 +179,7 @@ def _commit_row(catalog: Catalog, sha: str) -> tuple[int, frozenset[str], frozen
     row = catalog.message_row(sha)
     if row is None:
         return 0, frozenset(), frozenset()
-    return row[0], frozenset(analyze(f"{row[1]}\n{row[2]}")), frozenset(analyze(row[1]))
+    return row[0], frozenset(term_counts(f"{row[1]}\n{row[2]}")), frozenset(term_counts(row[1]))
 
 
 def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
@@ -196,8 +196,8 @@ def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     return CommitTokens(
         n_hunks=n_hunks,
         files=files,
-        counts={kind: Counter(analyze("\n".join(lines[kind]))) for kind in ("add", "rem", "ctx")},
-        names=frozenset(analyze(" ".join(names))),
+        counts={kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem", "ctx")},
+        names=frozenset(term_counts(" ".join(names))),
         changed="\n".join(lines["add"] + lines["rem"]),
         message=message,
         subject=subject,
