@@ -40,6 +40,9 @@ _HUNK_ROWS = (
     " h.new_lines, f.language, h.excerpt, h.truncated, h.symbols, h.ops"
     " FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid IN ({marks})"
 )
+_HUNK_PLACES = (
+    "SELECT h.uid, h.fid, f.sha, f.path, h.idx FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid IN ({marks})"
+)
 
 
 def _chunks(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
@@ -78,6 +81,16 @@ class Catalog:
         out: dict[int, Any] = {}
         for chunk, marks in _chunks(sorted(set(uids))):
             for row in self._db.execute(_HUNK_ROWS.format(marks=marks), chunk):
+                out[row["uid"]] = row
+        return out
+
+    def hunk_places(self, uids: Iterable[int]) -> dict[int, Any]:
+        """Where each hunk is: its ``fid``, ``sha``, ``path`` and ``idx``, without the excerpt. Fusion places a
+        search's ~1,000 lane hits by these; reading whole rows decompressed every excerpt (11 ms a search on
+        git/git)."""
+        out: dict[int, Any] = {}
+        for chunk, marks in _chunks(sorted(set(uids))):
+            for row in self._db.execute(_HUNK_PLACES.format(marks=marks), chunk):
                 out[row["uid"]] = row
         return out
 

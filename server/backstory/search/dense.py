@@ -175,7 +175,7 @@ class DenseLane:
         self._query_vector = (emb.model_id, query, qv)  # and so does the message lane
         if filters is not None and searcher is not None:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
-            fids = sorted({r["fid"] for r in self.catalog.hunk_rows(uids).values()})
+            fids = sorted({r["fid"] for r in self.catalog.hunk_places(uids).values()})
             hits = vectors.exact_search(index, fids, qv, DENSE_TOP)
         else:
             hits = vectors.search(index, qv, DENSE_TOP)
@@ -233,7 +233,7 @@ class DenseLane:
         if filters is not None and searcher is not None:
             allowed = {}
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
-            for uid, row in sorted(self.catalog.hunk_rows(uids).items()):
+            for uid, row in sorted(self.catalog.hunk_places(uids).items()):
                 allowed.setdefault(row["sha"], []).append(uid)
         top = top_by_cosine(qv, shas, matrix, MESSAGE_TOP, None if allowed is None else set(allowed))
         if allowed is not None:
@@ -270,9 +270,10 @@ class DenseLane:
         rr = self.reranker()
         if rr is None:
             return {}, None, self._reranker_error
-        rows = self.catalog.hunk_rows([u for c in top for u in c.hunks])
+        uids = [u for c in top for u in c.hunks]
         if rr.name == "maxsim" and hasattr(rr, "score_states"):
-            return self._rerank_units(query, top, rows, rr, no_messages), rr.name, None
+            return self._rerank_units(query, top, self.catalog.hunk_places(uids), rr, no_messages), rr.name, None
+        rows = self.catalog.hunk_rows(uids)
         scores = rr.score(query, commit_passages(top, rows, commits, no_messages))
         return {c.sha: float(s) for c, s in zip(top, scores, strict=True)}, rr.name, None
 

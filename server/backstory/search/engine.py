@@ -410,8 +410,9 @@ class Engine:
                     "meaning alone and are likely noise: add the words that describe the change"
                 )
             allowed = self._scope(opts, allowed, meta)
-            fused, lanes_used, commit_scores = self._fused(query, opts, allowed, meta, cancelled)
-            results = self._finish(query, fused, lanes_used, commit_scores, opts, meta, cancelled)
+            index = self._text_index()  # one snapshot for the lanes and the second stage's features
+            fused, lanes_used, commit_scores = self._fused(query, opts, allowed, meta, cancelled, index)
+            results = self._finish(query, fused, lanes_used, commit_scores, opts, meta, cancelled, index.searcher())
         meta["lanes"] = lanes_used
         if not results and hint is None:
             meta["hint"] = "no matching commits; try other words, fewer filters, or `backstory status`"
@@ -419,11 +420,17 @@ class Engine:
         return {"query": query, "results": results, "_meta": meta}
 
     def lane_rankings(
-        self, query: str, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]
+        self,
+        query: str,
+        opts: SearchOptions,
+        allowed: set[str] | None,
+        meta: dict[str, Any],
+        index: tantivy.Index | None = None,
     ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[str, float]]]:
         """Each wanted lane's (hunk uid, lane score), best first, and lanes' own per-commit scores (the dense
-        lane's commit centroids, the message lane's message cosines) where they have them."""
-        index = self._text_index()
+        lane's commit centroids, the message lane's message cosines) where they have them; ``index``: the
+        Tantivy index as the search already opened it (checked and reloaded), else it is opened here."""
+        index = index if index is not None else self._text_index()
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
         no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
@@ -455,14 +462,14 @@ class Engine:
         return rankings, commit_scores
 
     def _fused(
-        self, query, opts, allowed, meta, cancelled
+        self, query, opts, allowed, meta, cancelled, index
     ) -> tuple[list[FusedCommit], list[str], dict[str, dict[str, float]]]:  # type: ignore[no-untyped-def]
-        scored, commit_scores = self.lane_rankings(query, opts, allowed, meta)
+        scored, commit_scores = self.lane_rankings(query, opts, allowed, meta, index)
         if cancelled and cancelled():
             raise SearchCancelled
         rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
         uids = sorted({u for r in rankings.values() for u in r})
-        rows = self.catalog.hunk_rows(uids)
+        rows = self.catalog.hunk_places(uids)
         sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
         sizes = self.catalog.hunk_counts(sorted(set(sha_of.values()))) if opts.size_prior > 0 else None
         fused = fuse(
@@ -481,7 +488,7 @@ class Engine:
         )
         return fused, list(rankings), commit_scores
 
-    def _finish(self, query, fused, lanes_used, commit_scores, opts, meta, cancelled) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    def _finish(self, query, fused, lanes_used, commit_scores, opts, meta, cancelled, searcher) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
         top = candidates(fused, opts)
         commits = self.catalog.commit_rows([c.sha for c in top])
         scores = {c.sha: c.fused for c in top}
@@ -501,7 +508,7 @@ class Engine:
                 scores = blend(top, rerank_scores, opts.rerank_blend)
                 meta["second_stage"] = "blend"
                 if self.ordering.applies(opts, lanes_used, name):
-                    learned_scores, decided = self._learned(query, top, rerank_scores, commit_scores, meta)
+                    learned_scores, decided = self._learned(query, top, rerank_scores, commit_scores, meta, searcher)
         now = time.time()
         factors = {c.sha: recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight) for c in top}
         if learned_scores:  # a probability over the candidates; recency reorders only near-equal ones
@@ -545,19 +552,23 @@ class Engine:
         rerank: dict[str, float],
         commit_scores: Mapping[str, Mapping[str, float]],
         needed: Collection[str] = FEATURES,
+        searcher: tantivy.Searcher | None = None,
     ) -> list[list[float]]:
         """The learned second stage's feature rows for ``top`` (all of them by default: what ``tools/finetune``
         trains on; a model computes only the ``needed`` ones it reads); ``commit_scores``: the lanes' own
-        per-commit scores (the dense lane's centroids, the message lane's cosines), as :meth:`_fused` returns them."""
-        with self._lock:  # the commit-text cache, and the index snapshot the lanes searched
-            searcher = self._text_index().searcher()
+        per-commit scores (the dense lane's centroids, the message lane's cosines), as :meth:`_fused` returns them;
+        ``searcher``: the snapshot the lanes searched (a search passes it), else the index's latest."""
+        with self._lock:  # the commit-text cache
+            searcher = searcher if searcher is not None else self._text_index().searcher()
             messages = not self._no_messages()
             return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
 
-    def _learned(self, query, top, rerank, commit_scores, meta) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
+    def _learned(
+        self, query, top, rerank, commit_scores, meta, searcher
+    ) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
         emb = self.dense.embedder()
         model_id = emb.model_id if emb is not None else None
-        rows = functools.partial(self.candidate_features, query, top, rerank, commit_scores)
+        rows = functools.partial(self.candidate_features, query, top, rerank, commit_scores, searcher=searcher)
         return self.ordering.scores(top, rows, model_id, meta, messages=not self._no_messages())
 
     def _no_messages(self) -> bool:
