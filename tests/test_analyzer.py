@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from backstory.history.repo import open_repo
-from backstory.index.analyzer import analyze, query_terms, term_counts, without_change_verbs
+from backstory.index.analyzer import analyze, query_terms, term_counts, term_set, without_change_verbs
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.text_index import open_index, search_lane
 from gitrepo import GitRepo
@@ -38,7 +38,7 @@ def test_code_lanes_ignore_change_verbs_the_message_lane_keeps_them(tmp_path) ->
     assert lane_paths("message", "repair fix") == {"worker.py"}  # messages keep the verbs (and match "repair")
 
 
-def test_term_counts_equal_counting_the_whole_texts_analysis() -> None:
+def test_term_counts_and_sets_equal_the_whole_texts_analysis() -> None:
     text = (
         "+static int parseHTTPResponse2(struct strbuf *sb) /* the the THE */\n"
         "-\tif (MAX_RETRY_COUNT > 3.7.1) return -1; // version 13.70 and 3.7\n"
@@ -46,5 +46,8 @@ def test_term_counts_equal_counting_the_whole_texts_analysis() -> None:
         "É unicode naïve café __init__ _private x86_64 _ __ 1234 1.2 v2.0.1\n"
     )
     assert term_counts(text) == Counter(analyze(text))
+    assert term_set(text) == frozenset(analyze(text))
+    head, tail = text.split("\n", 1)
+    assert term_set(head) | term_set(tail) == term_set(text)  # a newline always separates words
     assert term_counts(text + text)["pars"] == 2 * Counter(analyze(text))["pars"] > 0
     assert term_counts("") == Counter()

@@ -169,9 +169,11 @@ def test_fuse_takes_a_lanes_own_commit_scores() -> None:
 
 
 def test_centroid_scores_average_unit_file_vectors() -> None:
-    vectors = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0]], dtype=np.float32)
-    rows_of = {"one": [0], "two": [0, 1], "same": [1, 2], "none": []}
-    scores = score_centroids(np.array([1.0, 0.0]), commit_centroids(rows_of, vectors))
+    vectors = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [-1.0, 0.0]], dtype=np.float32)
+    rows_of = {"one": [0], "two": [0, 1], "same": [1, 2], "none": [], "cancel": [0, 3]}
+    centroids = commit_centroids(rows_of, vectors)
+    assert not centroids["cancel"].any() and centroids["two"].dtype == np.float32  # files that cancel out: zero
+    scores = score_centroids(np.array([1.0, 0.0]), centroids)
     assert scores["one"] == pytest.approx(1.0)  # a one-file commit scores its file's cosine
     assert scores["two"] == pytest.approx(math.sqrt(0.5), abs=1e-6)  # centre (0.5, 0.5) after normalising rows
     assert scores["same"] == pytest.approx(0.0) and "none" not in scores

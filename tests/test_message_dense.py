@@ -16,7 +16,7 @@ from backstory.index import message_vectors
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.dense_build import embed_messages, embed_pending
 from backstory.models import Embedder, resolve_model
-from backstory.search.dense import commit_hunks, top_by_cosine, unit_rows
+from backstory.search.dense import commit_hunks, top_by_cosine, unit_columns
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo
@@ -28,15 +28,15 @@ QUERY = "stop the progress bar from flickering"
 
 def test_top_by_cosine_orders_by_cosine_then_key() -> None:
     keys = ["c", "a", "b", "d"]
-    matrix = unit_rows(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=np.float32))
-    assert np.allclose(matrix[2], [1.0, 0.0]) and not matrix[4].any()
+    matrix = unit_columns(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=np.float32))
+    assert np.allclose(matrix[:, 2], [1.0, 0.0]) and not matrix[:, 4].any()  # one unit column per key
     keys.append("e")
     ranked = top_by_cosine(np.array([2.0, 0.0]), keys, matrix, 3)
     assert [k for k, _s in ranked] == ["b", "c", "d"]  # b and c tie at 1.0: by key
     assert ranked[0][1] == 1.0 and ranked[2][1] == pytest.approx(0.707107)
     assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 5, allowed={"a", "d"})] == ["d", "a"]
     assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 2)] == ["b", "c"]  # the tie is kept whole
-    assert top_by_cosine(np.array([1.0, 0.0]), [], np.zeros((0, 2)), 5) == []
+    assert top_by_cosine(np.array([1.0, 0.0]), [], np.zeros((2, 0)), 5) == []
     assert top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 5, allowed=set()) == []
 
 

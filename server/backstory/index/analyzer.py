@@ -104,6 +104,11 @@ def term_counts(text: str) -> Counter[str]:
     return Counter(chain.from_iterable(map(_word_terms, _WORD.findall(text))))  # no Python loop per word
 
 
+def term_set(text: str) -> frozenset[str]:
+    """``frozenset(analyze(text))``, each distinct word analysed once (see :func:`term_counts`)."""
+    return frozenset(chain.from_iterable(map(_word_terms, set(_WORD.findall(text)))))
+
+
 def query_terms(text: str, drop_change_verbs: bool = False) -> list[str]:
     """The distinct index terms of a query, in first-seen order (deterministic); ``drop_change_verbs``: see
     :func:`without_change_verbs`."""

@@ -54,7 +54,9 @@ class DenseLane:
         self._rr_lock = threading.Lock()
         self._query_states: tuple[str, str, Any] | None = None  # (model id, query, token states) of the last rank()
         self._query_vector: tuple[str, str, Any] | None = None  # (model id, query, vector) of the last rank()
-        self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, matrix) of message vectors
+        self._messages: tuple[Any, list[str], np.ndarray] | None = (
+            None  # (version, shas, unit columns) of message vectors
+        )
         self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
         self._problem: tuple[Any, str | None] | None = None  # (catalogue state, vector file stat) -> problem()
 
@@ -195,8 +197,10 @@ class DenseLane:
         ordered = sorted(self.catalog.commits_of_units(fids))
         missing = [sha for sha in ordered if sha not in self._centroids_of]
         files_of: dict[str, list[int]] = {}
-        for sha, fid in self.catalog.embedded_units_of(missing):
-            if index.contains(fid):
+        units = self.catalog.embedded_units_of(missing)
+        present = index.contains(np.asarray([fid for _sha, fid in units], dtype=np.uint64)) if units else []
+        for (sha, fid), here in zip(units, present, strict=True):
+            if here:
                 files_of.setdefault(sha, []).append(fid)
         keys = [fid for sha in missing for fid in files_of.get(sha, [])]
         if keys:
@@ -224,7 +228,7 @@ class DenseLane:
         emb = self.embedder()
         if emb is None or stamp.get("model_id") != emb.model_id:
             return None, None
-        shas, matrix = self._message_matrix(int(stamp["dim"]))
+        shas, columns = self._message_matrix(int(stamp["dim"]))
         if not shas:
             return None, None
         cached = self._query_vector
@@ -235,7 +239,7 @@ class DenseLane:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
             for uid, row in sorted(self.catalog.hunk_places(uids).items()):
                 allowed.setdefault(row["sha"], []).append(uid)
-        top = top_by_cosine(qv, shas, matrix, MESSAGE_TOP, None if allowed is None else set(allowed))
+        top = top_by_cosine(qv, shas, columns, MESSAGE_TOP, None if allowed is None else set(allowed))
         if allowed is not None:
             hunks_of = {sha: allowed[sha][:MESSAGE_HUNKS] for sha, _s in top}
         else:
@@ -243,7 +247,7 @@ class DenseLane:
         return commit_hunks(top, hunks_of), dict(top)
 
     def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
-        """Every indexed commit's message vector (unit rows), read once per state of the table (its row count
+        """Every indexed commit's message vector (:func:`unit_columns`), read once per state of the table (its row count
         and largest rowid). The table is only looked at when the catalogue changed (SQLite's data version): its
         count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it alone must not
         re-read the matrix either."""
@@ -256,7 +260,7 @@ class DenseLane:
             return [], np.zeros((0, dim), dtype=np.float32)
         if cached is None or cached[0][1] != version:
             shas, matrix = message_vectors.read_all(self.store.db, dim)
-            cached = ((db_version, version), shas, unit_rows(matrix))
+            cached = ((db_version, version), shas, unit_columns(matrix))
         self._messages = ((db_version, version), cached[1], cached[2])
         return cached[1], cached[2]
 
@@ -323,15 +327,17 @@ def commit_centroids(rows_of: dict[str, list[int]], vectors: np.ndarray) -> dict
     A one-file commit scores its file's cosine.
     """
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    out: dict[str, np.ndarray] = {}
-    for sha in sorted(rows_of):
-        rows = rows_of[sha]
-        if not rows:
-            continue
-        centre = unit[rows].mean(axis=0)
-        norm = float(np.linalg.norm(centre))
-        out[sha] = centre / norm if norm > 1e-12 else np.zeros_like(centre)
-    return out
+    shas = [sha for sha in sorted(rows_of) if rows_of[sha]]
+    if not shas:
+        return {}
+    counts = np.asarray([len(rows_of[sha]) for sha in shas])
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    # all commits at once (one commit at a time cost ~4 ms a search on git/git): sums of each commit's rows
+    sums = np.add.reduceat(unit[np.concatenate([rows_of[sha] for sha in shas])], starts, axis=0)
+    centres = sums / counts.astype(unit.dtype)[:, None]
+    norms = np.linalg.norm(centres, axis=1, keepdims=True)
+    centres = np.where(norms > 1e-12, centres / np.maximum(norms, 1e-12), 0.0).astype(unit.dtype)
+    return dict(zip(shas, centres, strict=True))
 
 
 def score_centroids(query: np.ndarray, centroids: dict[str, np.ndarray]) -> dict[str, float]:
@@ -345,20 +351,20 @@ def score_centroids(query: np.ndarray, centroids: dict[str, np.ndarray]) -> dict
 
 
 def top_by_cosine(
-    query: np.ndarray, keys: list[str], matrix: np.ndarray, count: int, allowed: set[str] | None = None
+    query: np.ndarray, keys: list[str], columns: np.ndarray, count: int, allowed: set[str] | None = None
 ) -> list[tuple[str, float]]:
-    """The ``count`` keys whose rows of ``matrix`` (unit length: :func:`unit_rows`) are nearest ``query`` by
-    cosine, best first, as (key, cosine rounded to 6 places); ties by key, so the order is deterministic.
-    ``allowed`` limits the keys. Vectorised: only the best ``count`` (and rows tied with the last) reach Python,
-    so 20,000 commits cost a few milliseconds."""
+    """The ``count`` keys whose columns of ``columns`` (unit length: :func:`unit_columns`) are nearest ``query``
+    by cosine, best first, as (key, cosine rounded to 6 places); ties by key, so the order is deterministic.
+    ``allowed`` limits the keys. Vectorised: only the best ``count`` (and keys tied with the last) reach Python,
+    so git/git's 60,642 messages cost ~3 ms."""
     if not keys or count <= 0:
         return []
     rows = np.arange(len(keys)) if allowed is None else np.flatnonzero([k in allowed for k in keys])
     if not len(rows):
         return []
-    sub = matrix if allowed is None else matrix[rows]
+    sub = columns if allowed is None else columns[:, rows]
     q = (query / max(float(np.linalg.norm(query)), 1e-12)).astype(np.float32)
-    sims = np.round(sub @ q, 6)
+    sims = np.round(q @ sub, 6)
     if len(sims) > count:  # the best ``count`` and every row tied with the last of them
         floor = np.partition(sims, len(sims) - count)[len(sims) - count]
         kept = np.flatnonzero(sims >= floor)
@@ -372,6 +378,13 @@ def top_by_cosine(
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """``matrix`` with each row scaled to unit length (zero rows stay zero)."""
     return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def unit_columns(matrix: np.ndarray) -> np.ndarray:
+    """:func:`unit_rows` of ``matrix``, transposed and contiguous: a query's cosines then read it in one pass
+    down its rows (60,642 x 384 float32 on this machine: 2.9 ms, against 8.0 ms for the rows times the query,
+    the same numbers to six places)."""
+    return np.ascontiguousarray(unit_rows(matrix).T)
 
 
 def commit_hunks(ranked: list[tuple[str, float]], hunks_of: dict[str, list[int]]) -> list[tuple[int, float]]:

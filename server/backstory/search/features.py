@@ -31,7 +31,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..index.analyzer import query_terms, term_counts
+from ..index.analyzer import query_terms, term_counts, term_set
 from ..index.catalog import Catalog
 
 #: Order matters: the learned model's weights are stored against these names (models/data/second_stage.json).
@@ -179,7 +179,17 @@ def _commit_row(catalog: Catalog, sha: str) -> tuple[int, frozenset[str], frozen
     row = catalog.message_row(sha)
     if row is None:
         return 0, frozenset(), frozenset()
-    return row[0], frozenset(term_counts(f"{row[1]}\n{row[2]}")), frozenset(term_counts(row[1]))
+    subject = term_set(row[1])
+    return row[0], subject | term_set(row[2]), subject
+
+
+#: An excerpt's added, removed and context lines, each without its first character (regular expressions: a
+#: Python loop over the lines cost as much as analysing them)
+_LINE_KINDS = (
+    ("add", re.compile(r"^\+(.*)$", re.M)),
+    ("rem", re.compile(r"^-(.*)$", re.M)),
+    ("ctx", re.compile(r"^(?!@@|[+-]).?(.*)$", re.M)),
+)
 
 
 def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
@@ -190,14 +200,13 @@ def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     names: list[str] = []
     for path, excerpt, symbols in catalog.commit_hunk_texts(sha, MAX_HUNKS):
         names += [path, *(s[0] for s in json.loads(symbols))]
-        for line in excerpt.split("\n"):
-            if not line.startswith("@@"):  # the excerpt's header: line numbers only
-                lines["add" if line.startswith("+") else "rem" if line.startswith("-") else "ctx"].append(line[1:])
+        for kind, pattern in _LINE_KINDS:  # each line without its first character; not the "@@" header
+            lines[kind] += pattern.findall(excerpt)
     return CommitTokens(
         n_hunks=n_hunks,
         files=files,
         counts={kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem", "ctx")},
-        names=frozenset(term_counts(" ".join(names))),
+        names=term_set(" ".join(names)),
         changed="\n".join(lines["add"] + lines["rem"]),
         message=message,
         subject=subject,
