@@ -121,9 +121,9 @@ class CommitText:
 
     n_hunks: int
     files: list[str]
-    tf: dict[str, dict[str, int]] = field(default_factory=lambda: {"add": {}, "rem": {}, "ctx": {}})
-    length: dict[str, int] = field(default_factory=lambda: {"add": 0, "rem": 0, "ctx": 0})
-    seen: set[str] = field(default_factory=set)  # query terms anywhere in the excerpts
+    tf: dict[str, dict[str, int]] = field(default_factory=lambda: {"add": {}, "rem": {}})  # changed lines
+    length: dict[str, int] = field(default_factory=lambda: {"add": 0, "rem": 0})
+    seen: set[str] = field(default_factory=set)  # query terms anywhere in the excerpts (context included)
     seen_names: set[str] = field(default_factory=set)  # query terms in paths and symbols
     identifiers: set[str] = field(default_factory=set)  # identifier-like words found in changed lines
     seen_message: set[str] = field(default_factory=set)  # query terms in the message (messages indexed only)
@@ -136,7 +136,8 @@ class CommitTokens:
 
     n_hunks: int
     files: tuple[str, ...]
-    counts: dict[str, Counter[str]]  # "add" / "rem" / "ctx" -> term counts
+    counts: dict[str, Counter[str]]  # "add" / "rem" -> term counts of the added / removed lines
+    context: frozenset[str]  # terms of the context lines: no feature counts them, only whether a term is there
     names: frozenset[str]  # terms of paths and touched symbols
     changed: str  # the changed lines as written, for verbatim identifier matches
     message: frozenset[str] = frozenset()  # terms of the subject and body
@@ -205,7 +206,8 @@ def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     return CommitTokens(
         n_hunks=n_hunks,
         files=files,
-        counts={kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem", "ctx")},
+        counts={kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem")},
+        context=term_set("\n".join(lines["ctx"])),
         names=term_set(" ".join(names)),
         changed="\n".join(lines["add"] + lines["rem"]),
         message=message,
@@ -219,8 +221,8 @@ def message_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     n_hunks, message, subject = _commit_row(catalog, sha)
     empty: Counter[str] = Counter()
     return CommitTokens(
-        n_hunks=n_hunks, files=(), counts={"add": empty, "rem": empty, "ctx": empty}, names=frozenset(), changed="",
-        message=message, subject=subject,
+        n_hunks=n_hunks, files=(), counts={"add": empty, "rem": empty}, context=frozenset(), names=frozenset(),
+        changed="", message=message, subject=subject,
     )  # fmt: skip
 
 
@@ -233,6 +235,7 @@ def commit_text(tokens: CommitTokens, q: QueryInfo, messages: bool = False) -> C
         ct.tf[kind] = {t: counts[t] for t in wanted if counts[t]}
         ct.length[kind] = counts.total()
         ct.seen.update(ct.tf[kind])
+    ct.seen.update(t for t in wanted if t in tokens.context)
     ct.seen_names = {t for t in wanted if t in tokens.names}
     ct.identifiers = {i for i in q.identifiers if verbatim(i, tokens.changed)}
     if messages:
