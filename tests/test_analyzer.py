@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from backstory.history.repo import open_repo
+from backstory.index import analyzer
 from backstory.index.analyzer import analyze, query_terms, term_counts, term_set, without_change_verbs
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.text_index import open_index, search_lane
@@ -51,3 +54,13 @@ def test_term_counts_and_sets_equal_the_whole_texts_analysis() -> None:
     assert term_set(head) | term_set(tail) == term_set(text)  # a newline always separates words
     assert term_counts(text + text)["pars"] == 2 * Counter(analyze(text))["pars"] > 0
     assert term_counts("") == Counter()
+    analyzer._TERMS.clear()  # every word unknown: learnt in one batch, still equal
+    assert term_counts(text) == Counter(analyze(text)) and len(analyzer._TERMS) > 20
+
+
+def test_word_table_is_emptied_at_its_bound_and_answers_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analyzer, "_TERMS_MAX", 8)
+    analyzer._TERMS.clear()
+    text = " ".join(f"getValue{i} the running_total{i}" for i in range(12))
+    assert term_counts(text) == Counter(analyze(text))  # more distinct words than the bound: all learnt at once
+    assert term_set("alpha beta") == frozenset(analyze("alpha beta")) and len(analyzer._TERMS) == 2  # emptied
