@@ -93,9 +93,10 @@ def analyze(text: str) -> list[str]:
     return list(_analyzer().analyze(code_text(text)))
 
 
-#: Each word's terms, learnt a batch at a time (:func:`_learn`); emptied when it reaches the bound (~25 MB)
+#: Each word's terms, learnt a batch at a time (:func:`_learn`); emptied when it reaches the bound: at most
+#: ~25 MB (random identifiers of 4-18 letters took 479 bytes an entry), within the language server's budget
 _TERMS: dict[str, tuple[str, ...]] = {}
-_TERMS_MAX = 200_000
+_TERMS_MAX = 50_000
 _SEPARATOR = "\x01"  # one token through every filter, and never part of a word (_WORD)
 _LEARNING = threading.Lock()
 
