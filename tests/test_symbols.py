@@ -525,8 +525,10 @@ def test_older_versions_parsed_incrementally_match_fresh_parses(language: str, m
     stats = cache.stats
     assert stats["incremental"] >= 60  # the incremental path ran, not only fallbacks to fresh parses
     assert stats["full"] == 1 + stats["fallback"]  # every fresh parse was the first or a fallback
-    # definitions were carried over between versions, and not only re-matched
-    assert stats["carried"] >= 25 and stats["kept"] > stats["matched"] > 0, stats
+    # definitions were carried over between versions, and not only re-matched (a damaged version is a base too,
+    # and its error regions are re-matched in the next: tsx, whose damage spreads far, keeps about as many as it
+    # re-matches)
+    assert stats["carried"] >= 25 and stats["kept"] > 0.8 * stats["matched"] > 0, stats
 
 
 def test_edits_must_describe_the_texts_exactly() -> None:
@@ -561,8 +563,11 @@ def test_version_cache_keeps_not_parsed_and_bad_versions() -> None:
     cache.derive("good", "broken", broken, [(1, 3, 1, 2)])
     full = cache.stats["full"]
     assert cache.definitions("broken", broken, "python") == extract_definitions(broken, "python")
-    assert cache.stats["full"] == full  # what the derive found (re-parsed from scratch: errors) is not parsed again
-    assert tree_of(cache, "broken") is None  # a tree with errors is no base for older versions
+    assert cache.stats["full"] == full  # what the derive found is not parsed again
+    broken_tree, fresh = tree_of(cache, "broken"), parse(broken, "python")
+    assert broken_tree is not None and fresh is not None and fresh.tree is not None
+    # a tree with errors is a base for older versions too (see `symbols.reparse`): it is the fresh parse's
+    assert broken_tree.root_node.has_error and str(broken_tree.root_node) == str(fresh.tree.root_node)
     huge = b"x = 1\n" * 100_000
     cache.derive("broken", "huge", huge, [(1, 100_000, 1, 3)])
     assert cache.definitions("huge", huge, "python") is None

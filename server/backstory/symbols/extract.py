@@ -23,6 +23,7 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 from .languages import CLASSLIKE, NON_SCOPE, SPECS, LanguageSpec
 from .model import KINDS, Definition
 from .naming import resolve
+from .reparse import errors_within
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +321,7 @@ def parse(
     language: str,
     *,
     base: Tree | None = None,
+    reparsed: Sequence[tuple[int, int]] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
 ) -> Parsed | None:
@@ -327,7 +329,9 @@ def parse(
 
     ``base`` is an already edited tree of another version of this file (see `versions`): tree-sitter then
     re-parses only around the edits. A re-parse that hits a syntax error is redone from scratch, because
-    tree-sitter's error recovery may depend on the previous tree and attribution must not depend on the walk.
+    tree-sitter's error recovery may depend on the previous tree and attribution must not depend on the walk;
+    unless ``reparsed`` (byte spans of ``source`` that ``base`` was made to re-parse, its error regions
+    included) holds every error of the result, which then is what a fresh parse gives (see `reparse`).
     """
     if language not in SPECS or len(source) > max_bytes:
         return None
@@ -342,7 +346,7 @@ def parse(
         parser = _parser(language, compiled.language)
         tree = parser.parse(source, base) if base is not None else parser.parse(source)
         incremental = base is not None
-        if incremental and tree.root_node.has_error:
+        if incremental and tree.root_node.has_error and (reparsed is None or not errors_within(tree, reparsed)):
             tree, incremental = parser.parse(source), False
         if language == "c" and tree.root_node.has_error and _looks_like_cpp(source):
             # `.h` is ambiguous: a C++ header read as C loses its classes and namespaces.

@@ -6,8 +6,9 @@ where the text changed (`Tree.edit`), which re-lexes only around the changed lin
 The old version is usually the *new* version of the next commit that touched the file, so its definitions are
 wanted soon after; that is why `VersionCache.derive` runs even when the current diff only adds lines.
 
-The result is the same as a fresh parse (`extract.parse` redoes a re-parse that meets a syntax error from
-scratch, and every edit is checked against the bytes before it is used); the cache is an optimisation only.
+The result is the same as a fresh parse (every edit is checked against the bytes before it is used, and a
+re-parse that meets a syntax error is redone from scratch unless each error lies in a span that was made to
+be re-parsed, see `reparse`); the cache is an optimisation only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tree_sitter import Point, Tree
 from .extract import Parsed, Row, _collect, _compiled, _Found, parse, rows, to_definitions
 from .languages import SPECS
 from .model import Definition
+from .reparse import error_nodes
 
 #: Unified-diff hunk shape: (old_start, old_lines, new_start, new_lines), 1-based, a start of a side with no
 #: lines naming the line before it (what `history.diff.diff_hunks` produces).
@@ -62,6 +64,11 @@ class _Lines:
             return int(newlines[line - 1]) + 1, Point(line, 0)
         count = len(newlines)
         return self.size, Point(count, self.size - (int(newlines[-1]) + 1 if count else 0))
+
+    def point(self, byte: int) -> Point:
+        """The tree-sitter point of a byte offset."""
+        row = int(np.searchsorted(self.newlines, byte))  # newlines before ``byte``
+        return Point(row, byte - (int(self.newlines[row - 1]) + 1 if row else 0))
 
 
 def _span(start: int, count: int) -> tuple[int, int]:
@@ -252,19 +259,24 @@ class VersionCache:
             return
         edits, moves = plan
         tree = base.tree.copy()
+        marked = _mark_errors(tree, base.lines)
         for edit in edits:
             tree.edit(*edit)
         self.stats["incremental"] += 1
-        parsed = parse(old_source, base.requested, base=tree)
+        marked = [_to_older(a, b, moves) for a, b in marked]
+        reparsed = [(m[2], m[3]) for m in moves] + marked
+        parsed = parse(old_source, base.requested, base=tree, reparsed=reparsed)
         if parsed is None or parsed.tree is None:
             return
-        if not _can_be_base(parsed):  # the re-parse met errors and was redone from scratch: keep what it found
+        if not parsed.incremental or not _can_be_base(parsed):  # redone from scratch, or C++ found in a `.h`
+            self.stats["fresh"] += 1
+        if not _can_be_base(parsed):  # keep what it found
             self._remember(old_key, rows(parsed))
             self.stats["unkept"] += 1
             return
         parsed.lines = old_lines
         if parsed.incremental and base.found is not None and self.carry:
-            changed = [(r.start_byte, r.end_byte) for r in tree.changed_ranges(parsed.tree)]
+            changed = [(r.start_byte, r.end_byte) for r in tree.changed_ranges(parsed.tree)] + marked
             parsed.found, kept = carry_over(base.found, parsed, moves, changed)
             self.stats["carried"] += 1
             self.stats["kept"] += kept
@@ -292,11 +304,40 @@ class VersionCache:
 
 def _can_be_base(parsed: Parsed) -> bool:
     """Whether an older version can be derived from this tree. Not from a C header parsed as C++ (its C tree is
-    gone), nor from a tree with syntax errors: its older version almost always has the same errors (git/git's C
-    macros), and `extract.parse` redoes a re-parse with errors from scratch. Deriving from those cost a second
-    parse of a third of git/git's versions, and keeping their trees most of a reader's memory."""
+    gone), nor from a tree that is one ERROR node. A tree with syntax errors can: `_mark_errors` has its error
+    regions re-parsed, and its older version usually has the same errors (git/git's C macros), which then lie
+    in those regions, so the re-parse is kept (see `reparse`)."""
     tree = parsed.tree
-    return tree is not None and parsed.language == parsed.requested and not tree.root_node.has_error
+    return tree is not None and parsed.language == parsed.requested and not tree.root_node.is_error
+
+
+def _mark_errors(tree: Tree, lines: _Lines) -> list[tuple[int, int]]:
+    """Declare every ERROR and MISSING node of ``tree`` (widened by a byte each side) edited, with the same text,
+    so that a re-parse reuses no subtree touching one (see `reparse`); returns those byte spans."""
+    spans = []
+    for node in error_nodes(tree):
+        a, b = max(0, node.start_byte - 1), min(lines.size, node.end_byte + 1)
+        end = lines.point(b)
+        tree.edit(a, b, b, lines.point(a), end, end)
+        spans.append((a, b))
+    return spans
+
+
+def _to_older(a: int, b: int, moves: list[Move]) -> tuple[int, int]:
+    """A closed byte span of the newer text in the older one's bytes; an end inside a changed block moves to the
+    block's edge, so the span grows by the part of the block it touches (which is re-parsed as well)."""
+    starts = [m[0] for m in moves]
+
+    def older(pos: int, end: bool) -> int:
+        k = bisect_right(starts, pos) - 1
+        if k < 0:
+            return pos
+        _nb1, nb2, ob1, ob2, _lines = moves[k]
+        if pos >= nb2:
+            return pos + ob2 - nb2
+        return ob2 if end else ob1
+
+    return older(a, False), older(b, True)
 
 
 def tree_of(cache: VersionCache, key: Hashable) -> Tree | None:
