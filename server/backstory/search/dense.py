@@ -54,9 +54,7 @@ class DenseLane:
         self._rr_lock = threading.Lock()
         self._query_states: tuple[str, str, Any] | None = None  # (model id, query, token states) of the last rank()
         self._query_vector: tuple[str, str, Any] | None = None  # (model id, query, vector) of the last rank()
-        self._messages: tuple[Any, list[str], np.ndarray] | None = (
-            None  # (version, shas, unit columns) of message vectors
-        )
+        self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, unit columns)
         self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
         self._problem: tuple[Any, str | None] | None = None  # (catalogue state, vector file stat) -> problem()
 
@@ -247,17 +245,17 @@ class DenseLane:
         return commit_hunks(top, hunks_of), dict(top)
 
     def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
-        """Every indexed commit's message vector (:func:`unit_columns`), read once per state of the table (its row count
-        and largest rowid). The table is only looked at when the catalogue changed (SQLite's data version): its
-        count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it alone must not
-        re-read the matrix either."""
+        """Every indexed commit's message vector (as :func:`unit_columns`), read once per state of the table (its
+        row count and largest rowid). The table is only looked at when the catalogue changed (SQLite's data
+        version): its count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it
+        alone must not re-read the matrix either."""
         db_version = self.store.data_version()
         cached = self._messages
         if cached is not None and cached[0][0] == db_version:
             return cached[1], cached[2]
         version = message_vectors.version(self.store.db)
         if version is None:
-            return [], np.zeros((0, dim), dtype=np.float32)
+            return [], np.zeros((dim, 0), dtype=np.float32)
         if cached is None or cached[0][1] != version:
             shas, matrix = message_vectors.read_all(self.store.db, dim)
             cached = ((db_version, version), shas, unit_columns(matrix))
