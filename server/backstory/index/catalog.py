@@ -78,19 +78,18 @@ class Catalog:
 
     def hunk_rows(self, uids: Iterable[int]) -> dict[int, Any]:
         """Each hunk's row with its file's columns (``sha``, ``path``, ``old_path``, ``change``, ``language``)."""
-        out: dict[int, Any] = {}
-        for chunk, marks in _chunks(sorted(set(uids))):
-            for row in self._db.execute(_HUNK_ROWS.format(marks=marks), chunk):
-                out[row["uid"]] = row
-        return out
+        return self._hunks_by_uid(_HUNK_ROWS, uids)
 
     def hunk_places(self, uids: Iterable[int]) -> dict[int, Any]:
         """Where each hunk is: its ``fid``, ``sha``, ``path`` and ``idx``, without the excerpt. Fusion places a
         search's ~1,000 lane hits by these; reading whole rows decompressed every excerpt (11 ms a search on
         git/git)."""
+        return self._hunks_by_uid(_HUNK_PLACES, uids)
+
+    def _hunks_by_uid(self, template: str, uids: Iterable[int]) -> dict[int, Any]:
         out: dict[int, Any] = {}
         for chunk, marks in _chunks(sorted(set(uids))):
-            for row in self._db.execute(_HUNK_PLACES.format(marks=marks), chunk):
+            for row in self._db.execute(template.format(marks=marks), chunk):
                 out[row["uid"]] = row
         return out
 
