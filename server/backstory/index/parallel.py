@@ -50,20 +50,25 @@ def exit_with_parent(parent: int) -> None:
             os._exit(0)
 
 
-def _init(path: str, policy_args: tuple[Any, ...], with_symbols: bool, no_messages: bool, parent: int) -> None:
+def _init(
+    path: str, policy_args: tuple[Any, ...], with_symbols: bool, no_messages: bool, documents_only: bool, parent: int
+) -> None:
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     _worker["repo"] = open_repo(path)
     gitattributes, backstoryignore, excludes, max_bytes = policy_args
     _worker["policy"] = PathPolicy(gitattributes, backstoryignore, excludes, max_bytes)
     _worker["symbols"] = with_symbols
     _worker["no_messages"] = no_messages
+    _worker["documents_only"] = documents_only
 
 
-def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool, no_messages: bool) -> CommitDiff:
+def _read(
+    repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool, no_messages: bool, documents_only: bool
+) -> CommitDiff:
     if info.is_merge:
         return read_merge(repo, info, with_symbols=with_symbols)
     cd = read_commit(repo, info, policy, with_symbols=with_symbols)
-    cd.prepared = prepare(cd, no_messages)  # the writer's text work, done here in parallel
+    cd.prepared = prepare(cd, no_messages, documents_only)  # the writer's text work, done here in parallel
     for f in cd.files:  # the writer reads only what was prepared: the raw texts need not cross the pipe (nor
         for h in f.hunks:  # wait in the read-ahead), which halves both
             h.changed_text = h.excerpt = ""
@@ -72,7 +77,7 @@ def _read(repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool, 
 
 def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
     w = _worker
-    out = [_read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"]) for i in infos]
+    out = [_read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"], w["documents_only"]) for i in infos]
     w["chunks"] = w.get("chunks", 0) + 1
     if w["chunks"] % 8 == 0:
         memory.release()  # a reader's caches churn through large blobs and parse trees
@@ -93,21 +98,29 @@ def segments(total: int, n: int) -> list[tuple[int, int]]:
 
 
 def read_all(
-    repo: Repo, todo: Sequence[CommitInfo], policy: PathPolicy, with_symbols: bool, no_messages: bool = False
+    repo: Repo,
+    todo: Sequence[CommitInfo],
+    policy: PathPolicy,
+    with_symbols: bool,
+    no_messages: bool = False,
+    documents_only: bool = False,
 ) -> Iterator[CommitDiff]:
     """Every commit of ``todo`` read (merges recorded with their changed paths) and prepared for the writer
-    (`index.prepare`), in order."""
+    (`index.prepare`; ``documents_only``: only the Tantivy documents' texts), in order."""
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:
-            yield _read(repo, info, policy, with_symbols, no_messages)
+            yield _read(repo, info, policy, with_symbols, no_messages, documents_only)
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
     # one single-process pool per worker, so that a segment's chunks all go to the same process, in order
     pools = [
         ProcessPoolExecutor(
-            1, mp_context=ctx, initializer=_init, initargs=(repo.path, args, with_symbols, no_messages, os.getpid())
+            1,
+            mp_context=ctx,
+            initializer=_init,
+            initargs=(repo.path, args, with_symbols, no_messages, documents_only, os.getpid()),
         )
         for _ in range(n)
     ]

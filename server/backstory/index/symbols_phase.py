@@ -114,7 +114,7 @@ def attach(
         progress("symbols", 0, total)
     batch: list[CommitDiff] = []
     hunks = 0
-    for cd in read_all(repo, todo, policy, True, no_messages):
+    for cd in read_all(repo, todo, policy, True, no_messages, documents_only=True):
         if cancel is not None and cancel.is_set():
             break
         batch.append(cd)
