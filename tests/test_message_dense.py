@@ -16,8 +16,8 @@ from backstory.index import message_vectors
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.dense_build import embed_messages, embed_pending
 from backstory.models import Embedder, resolve_model
-from backstory.search.dense import commit_hunks, top_by_cosine, unit_columns
 from backstory.search.engine import Engine
+from backstory.search.message_lane import commit_hunks, top_by_cosine, unit_columns
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo
 

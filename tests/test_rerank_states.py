@@ -152,7 +152,7 @@ def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedde
     # the evaluation's float32 variant scores each candidate against its best hunk's unit, uncompressed
     engine = _engine(path, embedder)
     variant = VariantReranker(engine, VARIANTS["unit-distinct"])
-    engine.dense.rerank = variant  # type: ignore[method-assign]
+    engine.rerank.scores = variant  # type: ignore[method-assign]
     got = engine.search(query, SearchOptions())
     q = embedder.token_states([query], max_tokens=128)[0]
     for r in got["results"]:

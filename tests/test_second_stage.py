@@ -343,9 +343,9 @@ def test_a_model_reading_no_hunk_features_gets_the_same_scores_without_reading_h
 
 
 def test_candidates_add_the_dense_lanes_top_commits_that_fusion_left_below_the_top() -> None:
-    from backstory.search.engine import candidates
     from backstory.search.fusion import FusedCommit
     from backstory.search.options import SearchOptions
+    from backstory.search.second_stage import candidates
 
     dense_rank = {3: 1, 25: 2, 30: 9, 31: 11, 35: 10}  # fused position -> dense lane rank
     fused = [FusedCommit(f"c{i:02d}", 1 - i / 100, {"dense": r} if (r := dense_rank.get(i)) else {}) for i in range(50)]

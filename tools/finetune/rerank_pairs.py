@@ -4,7 +4,7 @@ usage: python rerank_pairs.py NAME REPO INDEX_DIR OUT_DIR [--queries 300] [--tes
 
 INDEX_DIR holds a backstory index of REPO built with ``--no-messages`` *with* its dense phase done (the default
 model), so the candidates are exactly those the shipped first stage hands the second stage, and each
-candidate's text is exactly what a text reranker reads (``search.dense.commit_passages``: the commit's best
+candidate's text is exactly what a text reranker reads (``search.rerank.commit_passages``: the commit's best
 hunks). Queries are drawn as the evaluation draws them; its first ``--test`` (seed 1) are skipped, so training
 never sees the evaluation's test queries. Writes OUT_DIR/NAME.rerank.json: per query the subject, the right
 commit, and the fused top ``--top`` as [sha, passage] best first (the right one may be missing).
@@ -15,9 +15,9 @@ import json
 from pairs import history_parser
 
 from backstory.evaluation.evaluate import CONFIGS, options_for, sample
-from backstory.search.dense import commit_passages
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig
+from backstory.search.rerank import commit_passages
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
         captured.append((query, [c.sha for c in top], commit_passages(top, rows, commits, no_messages)))
         return {}, None, None
 
-    engine.dense.rerank = record
+    engine.rerank.scores = record
     opts = options_for(CONFIGS["fused+rerank"], args.top)
     groups = []
     found = 0

@@ -41,20 +41,20 @@ def main() -> None:
     args = ap.parse_args()
     engine = Engine(args.repo, args.index, ModelConfig(dense=True, reranker="maxsim", model_path=args.model))
     seen: dict = {}
-    rerank, fused = engine.dense.rerank, engine._fused
+    rerank, fused = engine.rerank.scores, engine.lanes.fused
 
     def record_rerank(query, top, commits, no_messages):
         out = rerank(query, top, commits, no_messages)
         seen["rerank"], seen["top"] = out[0], top
         return out
 
-    def record_fused(query, opts, allowed, meta, cancelled):  # (candidates, lanes, lanes' commit scores)
-        out = fused(query, opts, allowed, meta, cancelled)
+    def record_fused(*args):  # (candidates, lanes, lanes' commit scores)
+        out = fused(*args)
         seen["scores"] = out[2]
         return out
 
-    engine.dense.rerank = record_rerank
-    engine._fused = record_fused
+    engine.rerank.scores = record_rerank
+    engine.lanes.fused = record_fused
     recorded = {**CONFIGS["fused+rerank"], "second_stage": "blend", "dense_pool": args.dense_pool}
     opts = options_for(recorded, args.rerank_top)
     if args.questions:  # (query, right commits, the group's extra keys)

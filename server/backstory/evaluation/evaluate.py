@@ -241,7 +241,7 @@ def _share_rerank_scores(engine: Engine) -> None:
     """Configurations that differ only in how rerank scores are blended see the same candidates (same query,
     commits and hunks), so the real reranker runs once per candidate set; ms/query of later ones is lower."""
     memo: dict[Any, Any] = {}
-    rerank = engine.dense.rerank
+    rerank = engine.rerank.scores
 
     def shared(query: str, top: list[Any], commits: dict[str, Any], no_messages: bool) -> Any:
         key = (query, no_messages, tuple((c.sha, tuple(c.hunks)) for c in top))
@@ -249,7 +249,7 @@ def _share_rerank_scores(engine: Engine) -> None:
             memo[key] = rerank(query, top, commits, no_messages)
         return memo[key]
 
-    engine.dense.rerank = shared  # type: ignore[method-assign]
+    engine.rerank.scores = shared  # type: ignore[method-assign]
 
 
 def history_vs_git(engine: Engine, repo_path: Path, n: int, seed: int) -> dict[str, Any]:
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             embed_pending(engine.store, emb)
     build_s = time.perf_counter() - t
     _share_rerank_scores(engine)
-    shipped_rerank = engine.dense.rerank
+    shipped_rerank = engine.rerank.scores
     files = engine.store.db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
     kinds: dict[str, list[bool]] = {}
     if args.questions:
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in [c for c in args.configs.split(",") if c]:
         opts = options_for(CONFIGS[name], args.rerank_top)
         variant = CONFIGS[name].get("rerank_variant")
-        engine.dense.rerank = VariantReranker(engine, VARIANTS[variant]) if variant else shipped_rerank  # type: ignore[method-assign]
+        engine.rerank.scores = VariantReranker(engine, VARIANTS[variant]) if variant else shipped_rerank  # type: ignore[method-assign]
         ranks: list[int | None] = []
         misses: list[dict[str, Any]] = []
         t = time.perf_counter()

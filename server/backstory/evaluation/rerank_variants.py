@@ -54,7 +54,7 @@ VARIANTS = {
 
 
 class VariantReranker:
-    """Replaces ``engine.dense.rerank`` for one variant (same signature and return value)."""
+    """Replaces ``engine.rerank.scores`` for one variant (same signature and return value)."""
 
     def __init__(self, engine: Engine, variant: Variant) -> None:
         self.engine = engine

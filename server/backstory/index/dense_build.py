@@ -174,7 +174,7 @@ def embed_pending(
     forever, so it waits for :data:`MIN_FIT_TOKENS` token states: fitted on a few passages' words, its axes
     would not span the words of the history still to come. Until then (a small history) units are marked
     embedded *without* stored states, and the MaxSim rerank runs the model over the ones it needs, scoring
-    uncompressed states (:meth:`DenseLane._rerank_units`, as it always did for them). We chose this over
+    uncompressed states (:meth:`backstory.search.rerank.Rerank._units`, as it always did for them). We chose this over
     fitting a smaller codec on what there is: that would need either fewer axes than the stamped recipe says
     or axes fitted on too few tokens, and a refit (re-encoding every unit) as the history grows.
 

@@ -10,8 +10,9 @@ crash safety is free (a batch's rows are one transaction; a killed run leaves wh
 run embeds the rest), a purged commit's row is deleted with SQL (and a row whose commit is gone is never read:
 readers join on indexed commits), and there is no second file to stamp, check and repair. There is one vector
 per commit, not per file, so the search side reads them all (float16, 768 bytes each at 384 dimensions: 1.5 MB
-for 2,000 commits) and scores them exactly, once per index state (:class:`backstory.search.dense.DenseLane`
-caches the matrix); a history of 100,000 commits would be 77 MB, where an HNSW file would pay.
+for 2,000 commits) and scores them exactly, once per index state
+(:class:`backstory.search.message_lane.MessageLane` caches the matrix); a history of 100,000 commits would be
+77 MB, where an HNSW file would pay.
 
 Only an index with messages has rows; the vectors belong to the model the file units were embedded with (the
 manifest's ``dense`` stamp: :func:`backstory.index.dense_build.restamp` clears this table with the units), and to

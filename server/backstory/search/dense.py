@@ -1,4 +1,8 @@
-"""The dense lane and the second-stage reranker, both on the bundled bi-encoder (or user-provided models).
+"""The dense lane over file units, and what every dense step of a search stands on: the models and the vectors.
+
+Why one object holds the models: the file-unit lane, the message lane (:mod:`.message_lane`) and the rerank
+(:mod:`.rerank`) share one embedder, the vector file's stamp and checks, and the query's one forward pass
+(:meth:`DenseLane.last_pass`), so each of those modules asks this one instead of loading its own.
 
 Everything model-related degrades instead of failing: a missing or corrupt model, or vectors stamped with a
 different model, turns the dense lane off with a warning in ``_meta`` while the keyword lanes keep answering.
@@ -6,36 +10,24 @@ different model, turns the dense lane off with a warning in ``_meta`` while the 
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tantivy
 
-from ..index import message_vectors, vectors
+from ..index import vectors
 from ..index.catalog import Catalog
 from ..index.integrity import REINDEX
 from ..index.store import Store
 from ..index.text_index import filter_uids
-from ..models.passages import RECIPE, file_passage
-from ..models.states import STATES_RECIPE
+from ..models.passages import RECIPE
 
 if TYPE_CHECKING:
-    from ..models.rerank import MaxSimReranker
-    from .fusion import FusedCommit
     from .options import ModelConfig
 
 DENSE_TOP = 100
-#: Commits the message lane returns (best first by the cosine of their message's vector to the query's).
-MESSAGE_TOP = 100
-#: Hunks standing for a commit in the message lane (its first ones: every hunk has the same message).
-MESSAGE_HUNKS = 3
 FILTER_SCAN_LIMIT = 200_000
-#: Units (files) of a candidate commit the MaxSim rerank reads: those of its best hunks, best first; the
-#: commit scores its best unit's MaxSim. One unit matched the base rerank's quality on Flask (the best of 3:
-#: +0.004 MRR@10, within noise); see docs/benchmarks.md ("Rerank from stored token states").
-RERANK_UNITS = 1
 
 
 class DenseLane:
@@ -52,9 +44,7 @@ class DenseLane:
         self._centroids_of: dict[str, np.ndarray] = {}  # commit -> unit centroid, valid for the loaded vectors
         self._lock = threading.Lock()
         self._rr_lock = threading.Lock()
-        self._query_states: tuple[str, str, Any] | None = None  # (model id, query, token states) of the last rank()
-        self._query_vector: tuple[str, str, Any] | None = None  # (model id, query, vector) of the last rank()
-        self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, unit columns)
+        self._last_pass: tuple[str, str, Any, Any] | None = None  # (model id, query, vector, token states) of rank()
         self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
         self._problem: tuple[Any, str | None] | None = None  # (catalogue state, vector file stat) -> problem()
 
@@ -91,12 +81,21 @@ class DenseLane:
                     self._reranker_error = f"reranker unavailable: {e}"
             return self._reranker
 
+    def reranker_error(self) -> str | None:
+        """Why :meth:`reranker` returned None."""
+        return self._reranker_error
+
+    def last_pass(self, model_id: str, query: str) -> tuple[Any, Any] | None:
+        """(vector, token states) of ``query`` from :meth:`rank`'s forward pass with model ``model_id``, or None:
+        the message lane and the rerank of the same search reuse it instead of running the model again."""
+        cached = self._last_pass
+        return (cached[2], cached[3]) if cached is not None and cached[:2] == (model_id, query) else None
+
     def reset(self) -> None:
         """Forget the open vector index (after a rebuild); models stay loaded."""
         self._index = None
         self._index_mtime = None
         self._centroids_of = {}
-        self._messages = None
         self._problem = None
 
     # -- vectors ----------------------------------------------------------------------------------------------
@@ -131,6 +130,8 @@ class DenseLane:
             self._index_mtime = mtime
             self._centroids_of = {}
         return self._index
+
+    # -- the file-unit lane -----------------------------------------------------------------------------------
 
     def rank(
         self,
@@ -171,8 +172,8 @@ class DenseLane:
         except Exception as e:
             return None, None, f"dense lane off: the vector file is unreadable ({e}); {REINDEX}"
         qv, states = emb.embed_query_with_states(query)
-        self._query_states = (emb.model_id, query, states)  # the rerank of this search reuses the pass
-        self._query_vector = (emb.model_id, query, qv)  # and so does the message lane
+        # the rerank of this search reuses the pass, and so does the message lane
+        self._last_pass = (emb.model_id, query, qv, states)
         if filters is not None and searcher is not None:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
             fids = sorted({r["fid"] for r in self.catalog.hunk_places(uids).values()})
@@ -209,111 +210,6 @@ class DenseLane:
             )
         return score_centroids(qv, {sha: self._centroids_of[sha] for sha in ordered if sha in self._centroids_of})
 
-    def rank_messages(
-        self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
-    ) -> tuple[list[tuple[int, float]] | None, dict[str, float] | None]:
-        """The ``message_dense`` lane: commits by the cosine of their message's vector (subject + body,
-        :mod:`backstory.index.message_vectors`) to the query's, as (hunk uid, cosine) — each commit's first
-        :data:`MESSAGE_HUNKS` hunks (those the filters let through, with filters) — and the commit scores.
-        (None, None) when there are no message vectors (a message-blind index, or the dense phase has not
-        made them yet) or the dense lane is off; the dense lane's warning covers a missing model.
-
-        The query's vector is the one :meth:`rank` computed for this query (no second forward pass).
-        """
-        stamp = self.stamp()
-        if not stamp or self.problem() is not None:
-            return None, None
-        emb = self.embedder()
-        if emb is None or stamp.get("model_id") != emb.model_id:
-            return None, None
-        shas, columns = self._message_matrix(int(stamp["dim"]))
-        if not shas:
-            return None, None
-        cached = self._query_vector
-        qv = cached[2] if cached is not None and cached[:2] == (emb.model_id, query) else emb.embed_query(query)
-        allowed: dict[str, list[int]] | None = None
-        if filters is not None and searcher is not None:
-            allowed = {}
-            uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
-            for uid, row in sorted(self.catalog.hunk_places(uids).items()):
-                allowed.setdefault(row["sha"], []).append(uid)
-        top = top_by_cosine(qv, shas, columns, MESSAGE_TOP, None if allowed is None else set(allowed))
-        if allowed is not None:
-            hunks_of = {sha: allowed[sha][:MESSAGE_HUNKS] for sha, _s in top}
-        else:
-            hunks_of = self.catalog.first_hunks_of([sha for sha, _s in top], MESSAGE_HUNKS)
-        return commit_hunks(top, hunks_of), dict(top)
-
-    def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
-        """Every indexed commit's message vector (as :func:`unit_columns`), read once per state of the table (its
-        row count and largest rowid). The table is only looked at when the catalogue changed (SQLite's data
-        version): its count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it
-        alone must not re-read the matrix either."""
-        db_version = self.store.data_version()
-        cached = self._messages
-        if cached is not None and cached[0][0] == db_version:
-            return cached[1], cached[2]
-        version = message_vectors.version(self.store.db)
-        if version is None:
-            return [], np.zeros((dim, 0), dtype=np.float32)
-        if cached is None or cached[0][1] != version:
-            shas, matrix = message_vectors.read_all(self.store.db, dim)
-            cached = ((db_version, version), shas, unit_columns(matrix))
-        self._messages = ((db_version, version), cached[1], cached[2])
-        return cached[1], cached[2]
-
-    # -- rerank -----------------------------------------------------------------------------------------------
-
-    def rerank(
-        self, query: str, top: list[FusedCommit], commits: dict[str, Any], no_messages: bool
-    ) -> tuple[dict[str, float], str | None, str | None]:
-        if self.config.reranker == "none":
-            return {}, None, None
-        rr = self.reranker()
-        if rr is None:
-            return {}, None, self._reranker_error
-        uids = [u for c in top for u in c.hunks]
-        if rr.name == "maxsim" and hasattr(rr, "score_states"):
-            return self._rerank_units(query, top, self.catalog.hunk_places(uids), rr, no_messages), rr.name, None
-        rows = self.catalog.hunk_rows(uids)
-        scores = rr.score(query, commit_passages(top, rows, commits, no_messages))
-        return {c.sha: float(s) for c, s in zip(top, scores, strict=True)}, rr.name, None
-
-    def _rerank_units(
-        self, query: str, top: list[FusedCommit], rows: dict[int, Any], rr: MaxSimReranker, no_messages: bool
-    ) -> dict[str, float]:
-        """MaxSim of each candidate commit against its best hunks' units (the dense recipe's text), read from
-        the stored token states; units without stored states (the dense phase has not reached them, or the
-        index predates stored states) are run through the model now and encoded with the same codec, so
-        they score exactly as if they had been stored."""
-        units = {c.sha: list(dict.fromkeys(rows[u]["fid"] for u in c.hunks if u in rows))[:RERANK_UNITS] for c in top}
-        fids = sorted({f for fs in units.values() for f in fs})
-        emb = rr.embedder
-        stamp = self.stamp() or {}
-        stored = stamp.get("states") == STATES_RECIPE and stamp.get("model_id") == emb.model_id
-        codec = self.catalog.state_codec(STATES_RECIPE) if stored else None
-        blobs = self.catalog.unit_states(fids) if codec is not None else {}
-        missing = [f for f in fids if f not in blobs]
-        fresh = emb.token_states(self.catalog.unit_passages(missing, no_messages), content_only=True) if missing else []
-        states: dict[int, np.ndarray] = dict(zip(missing, fresh, strict=True))
-        cached = self._query_states
-        if cached is not None and cached[:2] == (emb.model_id, query) and rr.max_tokens == emb.max_tokens:
-            query_states = cached[2]
-        else:
-            query_states = rr.query_states(query)
-        pairs = [(c.sha, f) for c in top for f in units[c.sha]]
-        if codec is not None:  # fresh states go through the codec too, so they score as if they had been stored
-            blobs.update((f, codec.encode(s)) for f, s in states.items())
-            scores = codec.maxsim(query_states, [blobs[f] for _sha, f in pairs])
-        else:
-            scores = rr.score_states(query_states, [states[f] for _sha, f in pairs])
-        out = {c.sha: 0.0 for c in top}
-        best: dict[str, float] = {}
-        for (sha, _f), score in zip(pairs, scores, strict=True):
-            best[sha] = max(score, best.get(sha, score))
-        out.update(best)
-        return out
-
 
 def commit_centroids(rows_of: dict[str, list[int]], vectors: np.ndarray) -> dict[str, np.ndarray]:
     """Per commit, the unit-length mean of its files' L2-normalised vectors (``rows_of``: commit -> rows of
@@ -346,65 +242,3 @@ def score_centroids(query: np.ndarray, centroids: dict[str, np.ndarray]) -> dict
     q = query / max(float(np.linalg.norm(query)), 1e-12)
     sims = np.stack([centroids[sha] for sha in shas]) @ q.astype(np.float32)
     return {sha: round(float(s), 6) for sha, s in zip(shas, sims.tolist(), strict=True)}
-
-
-def top_by_cosine(
-    query: np.ndarray, keys: list[str], columns: np.ndarray, count: int, allowed: set[str] | None = None
-) -> list[tuple[str, float]]:
-    """The ``count`` keys whose columns of ``columns`` (unit length: :func:`unit_columns`) are nearest ``query``
-    by cosine, best first, as (key, cosine rounded to 6 places); ties by key, so the order is deterministic.
-    ``allowed`` limits the keys. Vectorised: only the best ``count`` (and keys tied with the last) reach Python,
-    so git/git's 60,642 messages cost ~3 ms."""
-    if not keys or count <= 0:
-        return []
-    rows = np.arange(len(keys)) if allowed is None else np.flatnonzero([k in allowed for k in keys])
-    if not len(rows):
-        return []
-    sub = columns if allowed is None else columns[:, rows]
-    q = (query / max(float(np.linalg.norm(query)), 1e-12)).astype(np.float32)
-    sims = np.round(q @ sub, 6)
-    if len(sims) > count:  # the best ``count`` and every row tied with the last of them
-        floor = np.partition(sims, len(sims) - count)[len(sims) - count]
-        kept = np.flatnonzero(sims >= floor)
-    else:
-        kept = np.arange(len(sims))
-    scored = [(keys[int(rows[i])], float(sims[i])) for i in kept.tolist()]
-    scored.sort(key=lambda t: (-t[1], t[0]))
-    return scored[:count]
-
-
-def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """``matrix`` with each row scaled to unit length (zero rows stay zero)."""
-    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-
-
-def unit_columns(matrix: np.ndarray) -> np.ndarray:
-    """:func:`unit_rows` of ``matrix``, transposed and contiguous: a query's cosines then read it in one pass
-    down its rows (60,642 x 384 float32 on this machine: 2.9 ms, against 8.0 ms for the rows times the query,
-    the same numbers to six places)."""
-    return np.ascontiguousarray(unit_rows(matrix).T)
-
-
-def commit_hunks(ranked: list[tuple[str, float]], hunks_of: dict[str, list[int]]) -> list[tuple[int, float]]:
-    """A commit-level ranking as a lane's hunk ranking: each commit's hunks (``hunks_of``) with its score, in
-    the commits' order; commits without hunks are left out."""
-    return [(uid, score) for sha, score in ranked for uid in hunks_of.get(sha, [])]
-
-
-def commit_passages(
-    top: list[FusedCommit], rows: dict[int, Any], commits: dict[str, Any], no_messages: bool
-) -> list[str]:
-    """What a text reranker reads for each candidate: its best hunks (the ones the lanes matched, best first)
-    as one passage: their paths, symbols, the subject (unless message-blind) and changed lines."""
-    passages = []
-    for c in top:
-        hunks = [rows[u] for u in c.hunks if u in rows]
-        subject = None if no_messages else commits[c.sha]["subject"]
-        paths = " ".join(dict.fromkeys(h["path"] for h in hunks))
-        symbols = [s[0] for h in hunks for s in _symbols(h)]
-        passages.append(file_passage(paths, symbols, subject, [h["excerpt"] for h in hunks]))
-    return passages
-
-
-def _symbols(row: Any) -> list[list[Any]]:
-    return list(json.loads(row["symbols"]))

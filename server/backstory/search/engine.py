@@ -1,5 +1,10 @@
-"""The search pipeline: lanes -> fusion (normalised scores, or RRF) -> rerank -> learned second stage -> recency
--> commits.
+"""One repository's search engine: the state a search reads, and the search run on it.
+
+The pipeline, one module per step: the lanes on one snapshot of the index (:mod:`.lanes`, fused by
+:mod:`.fusion`) -> the candidates' rerank, learned or blended order and recency nudge (:mod:`.second_stage`)
+-> commits as results (:mod:`.results`). This module holds what they share and what must be read first: the
+repository, the store and its open Tantivy indexes, the models, the rebuild a long-lived process must follow,
+and the freshness (:mod:`.freshness`) and scope (:mod:`.topology`) of what is indexed.
 
 One ``Engine`` per repository. It is cheap to construct; Tantivy, usearch and the models open lazily, and the
 long-lived language server keeps one engine per repository so that those costs are paid once.
@@ -7,12 +12,9 @@ long-lived language server keeps one engine per repository so that those costs a
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
-from collections import Counter
 from collections.abc import Collection, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,64 +22,27 @@ import tantivy
 
 from ..history import libgit
 from ..history.ignore_revs import ignore_files, read_ignore_revs
-from ..history.repo import EmptyRepository, HistoryError, head_sha, open_repo, worktree_root
+from ..history.repo import HistoryError, head_sha, open_repo, worktree_root
 from ..index.analyzer import query_terms
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
-from ..index.graph import holds_branches, indexed_reachable, reachable, topo_order
+from ..index.graph import holds_branches
 from ..index.integrity import Verified, reading_catalogue
 from ..index.store import IndexBusy, StoreError, store_for
-from ..index.text_index import filter_query, index_exists, merge_rankings, open_index, reading_tantivy, search_lane
-from . import results
+from ..index.text_index import index_exists, open_index, reading_tantivy
 from .dense import DenseLane
 from .features import FEATURES
-from .fusion import FusedCommit, fuse
-from .health import indexer_name as _indexer
+from .freshness import Freshness
+from .fusion import FusedCommit
 from .health import status
-from .options import (
-    SECOND_STAGES,
-    TEXT_LANES,
-    Cancelled,
-    ModelConfig,
-    SearchCancelled,
-    SearchOptions,
-    bounded_query,
-)
+from .lanes import Lanes
+from .message_lane import MessageLane
+from .options import SECOND_STAGES, Cancelled, ModelConfig, SearchOptions, bounded_query
 from .ordering import Ordering
-from .recency import apply_recency, calibrated, recency_factor
-
-
-def blend(top: list[FusedCommit], rerank: dict[str, float], weight: float) -> dict[str, float]:
-    """Final pre-recency scores: the rerank score itself, or rerank + ``weight`` x fused score.
-
-    MaxSim scores of a query's candidates sit in a narrow band (about 0.4-0.7), so used alone they throw away
-    the first stage's confidence; on the message-blind evaluation the sum ranked better (docs/benchmarks.md).
-    """
-    if weight <= 0:
-        return dict(rerank)
-    return {c.sha: rerank[c.sha] + weight * c.fused for c in top if c.sha in rerank}
-
-
-def candidates(fused: list[FusedCommit], opts: SearchOptions) -> list[FusedCommit]:
-    """The commits the second stage orders: the fused top max(``k``, ``rerank_top``) (top ``k`` without a
-    rerank) and, with a rerank, any commit the dense lane ranked in its top ``dense_pool`` that fusion left
-    further down.
-
-    Why: score fusion weighs the dense lane against keyword lanes that are often confident and wrong, so a
-    commit the dense lane ranks high can fall out of the fused top 20 the second stage sees, although the
-    second stage reads the dense rank itself.
-    """
-    n = max(opts.k, opts.rerank_top) if opts.rerank else opts.k
-    top = fused[:n]
-    if opts.rerank and (opts.dense_pool > 0 or opts.message_pool > 0):
-        top += [c for c in fused[n:] if _pooled(c, opts)]
-    return top
-
-
-def _pooled(c: FusedCommit, opts: SearchOptions) -> bool:
-    dense = c.lanes.get("dense", opts.dense_pool + 1) <= opts.dense_pool
-    return dense or c.lanes.get("message_dense", opts.message_pool + 1) <= opts.message_pool
-
+from .rerank import Rerank
+from .results import search_results
+from .second_stage import SecondStage
+from .topology import Topology
 
 SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due
 SMALL_UPDATE_UNITS = 300
@@ -94,17 +59,19 @@ class Engine:
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
-        self._fresh: tuple[Any, set[str] | None, int | None, dict[str, Any], str | None] | None = None  # see _counts
         self._generation: str | None = None
-        self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
-        self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see _topology_of)
-        self._merges: tuple[Any, set[str]] | None = None
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
         self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
         self._ignored: tuple[Any, set[str]] | None = None
         self.dense = DenseLane(self.store, self.models)
+        self.messages = MessageLane(self.dense)
+        self.rerank = Rerank(self.dense)
         self.ordering = Ordering(self.models.second_stage_path)
+        self.graph = Topology(self.store, self.repo, self.catalog)
+        self.fresh = Freshness(self.store, self.repo, self.catalog, self.graph, self.dense)
+        self.lanes = Lanes(self.catalog, self.dense, self.messages)
+        self.second_stage = SecondStage(self.catalog, self.dense, self.rerank, self.ordering)
         self.verified = Verified(self.store.path)  # Tantivy files already checked against their checksums
 
     # -- state ------------------------------------------------------------------------------------------------
@@ -242,59 +209,12 @@ class Engine:
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
         with reading_catalogue():
-            parents, order, _reach, _new = self._topology_of(head)
+            parents, order, _reach, _new = self.graph.of(head, self._generation)
             return parents, order
-
-    def _topology_of(self, tip: str) -> tuple[dict[str, list[str]], list[str], set[str], int]:
-        """(parents, child-before-parent order from ``tip``, the same as a set, how many of them are not
-        indexed): cached per tip while the index does not change."""
-        key = (self.store.get_state("indexed_at"), self._generation)
-        if self._parents is None or self._parents[0] != key:
-            self._parents = (key, self.catalog.indexed_parents())
-            self._orders.clear()
-        parents = self._parents[1]
-        cached = self._orders.get(tip)
-        if cached is None:
-            new = 0
-            if tip not in parents:  # commits since the last run: known through git, not the catalogue
-                for c in reachable(self.store, self.repo, tip).ordered:
-                    parents[c.sha] = list(c.parents)
-                    new += 1
-            order = topo_order(tip, parents)
-            if len(self._orders) >= 4:
-                self._orders.pop(next(iter(self._orders)))
-            cached = self._orders[tip] = (order, set(order), new)
-        return parents, cached[0], cached[1], cached[2]
-
-    def _scope(self, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any]) -> set[str] | None:
-        """The commits a search may show: HEAD's history (``allowed``, from :meth:`freshness`), a branch's
-        (``opts.branch``) or every indexed branch's (``opts.all_branches``). Raises HistoryError for a revision
-        git does not know."""
-        branches = holds_branches(self.store)
-        if opts.all_branches:
-            if branches:
-                return None  # every indexed commit is reachable from a branch (each run purges the rest)
-            meta["warnings"].append(
-                "the index holds HEAD's history only: run `backstory index --all-branches` to search every branch"
-            )
-            return allowed
-        if not opts.branch:
-            return allowed
-        tip = libgit.resolve_commit(libgit.of(self.repo), opts.branch)
-        _parents, _order, reach, new = self._topology_of(tip)
-        if new:
-            meta["warnings"].append(
-                f"{new:,} commit(s) of {opts.branch} are not indexed, so they cannot be found: run "
-                + ("`backstory index`" if branches else "`backstory index --all-branches`")
-            )
-        return reach
 
     def indexed_merges(self) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
-        key = (self.store.get_state("indexed_at"), self._generation)
-        if self._merges is None or self._merges[0] != key:
-            self._merges = (key, self.catalog.indexed_merges())
-        return self._merges[1]
+        return self.graph.merges(self._generation)
 
     def _follow_rebuilds(self) -> None:
         """Reopen everything when the index was rebuilt (by us or another process) since we opened it."""
@@ -307,6 +227,7 @@ class Engine:
             self._index = None
             self._staging = None
             self.dense.reset()
+            self.messages.reset()
             self.ordering.texts.clear()  # a rebuild may store other excerpts (options changed)
             self._generation = generation
 
@@ -316,73 +237,8 @@ class Engine:
         Under the engine's lock: the language server asks from several threads (status, hovers, searches), and
         they share one catalogue connection and the cache of counts."""
         with self._lock, reading_catalogue():
-            return self._freshness()
-
-    def _freshness(self) -> tuple[dict[str, Any], set[str] | None, str | None]:
-        self._follow_rebuilds()
-        try:
-            head = head_sha(self.repo)
-        except EmptyRepository:
-            return (
-                {"head": None, "indexed_commits": 0, "commits_behind_head": 0},
-                set(),
-                "the repository is empty",
-            )
-        writer = self.store.writer_pid()
-        info: dict[str, Any] = {"path": str(self.store.path), "head": head, "indexer_pid": writer}
-        if not self.store.exists():
-            info.update(indexed_commits=0, commits_behind_head=None, last_indexed_commit=None, indexed_at=None)
-            if writer is not None:
-                return info, set(), f"{_indexer(writer)} is building the index; search again when it has finished"
-            return info, set(), "no index yet: run `backstory index`"
-        key = (head, self.store.data_version(), self._generation, self.store.vectors_stat())
-        if self._fresh is None or self._fresh[0] != key:
-            self._fresh = (key, *self._counts(head))
-        _key, allowed, behind, counted, vectors_problem = self._fresh
-        info.update(counted, commits_behind_head=behind)
-        count = counted["indexed_commits"]
-        hint = None
-        if count == 0:
-            hint = (
-                f"{_indexer(writer)} is building the index; search again when it has finished"
-                if writer is not None
-                else "the index is empty: run `backstory index`"
-            )
-        elif behind is None:  # a first run has written HEAD's newest commits and is counting the rest
-            hint = "only HEAD's newest commits are indexed so far: " + (
-                f"{_indexer(writer)} is adding the rest" if writer is not None else "run `backstory index`"
-            )
-        elif behind:
-            hint = f"the index is {behind} commit(s) behind HEAD: " + (
-                f"{_indexer(writer)} is adding them" if writer is not None else "run `backstory index`"
-            )
-        elif self.models.dense:
-            hint = vectors_problem  # the vector file is missing or damaged
-        return info, allowed, hint
-
-    def _counts(self, head: str) -> tuple[set[str] | None, int | None, dict[str, Any], str | None]:
-        """What :meth:`freshness` reads from the catalogue (counts over every commit and file: tens of
-        milliseconds on git/git), computed again only when the catalogue, HEAD or the vector file changed."""
-        allowed, behind = indexed_reachable(self.store, self.repo, head)
-        count = None
-        if allowed is None and holds_branches(self.store):  # other branches are indexed too: HEAD's history only
-            _parents, _order, allowed, new = self._topology_of(head)
-            count = len(allowed) - new
-        if self.catalog.commit_state(head) == "indexed":
-            last: str | None = head
-        else:
-            last = next((sha for sha in self.catalog.newest_indexed() if allowed is None or sha in allowed), None)
-        if count is None:
-            count = self.catalog.indexed_count() if allowed is None else len(allowed & self.catalog.indexed_shas())
-        problem = self.dense.problem()
-        counted = {
-            "indexed_commits": count,
-            "last_indexed_commit": last,
-            "indexed_at": self.store.get_state("indexed_at"),
-            "dense_coverage": 0.0 if problem is not None else self.catalog.dense_coverage(),
-            "symbols_pending": self.catalog.pending_symbol_files(),
-        }
-        return allowed, behind, counted, problem
+            self._follow_rebuilds()
+            return self.fresh.report(self._generation, self.models.dense)
 
     # -- search -----------------------------------------------------------------------------------------------
 
@@ -409,141 +265,21 @@ class Engine:
                     "the query has no words to match (only common words like 'the' or 'and'); results rank by "
                     "meaning alone and are likely noise: add the words that describe the change"
                 )
-            allowed = self._scope(opts, allowed, meta)
+            allowed = self.graph.scope(opts, allowed, meta, self._generation)
             index = self._text_index()  # one snapshot for the lanes and the second stage's features
-            fused, lanes_used, commit_scores = self._fused(query, opts, allowed, meta, cancelled, index)
-            results = self._finish(query, fused, lanes_used, commit_scores, opts, meta, cancelled, index.searcher())
+            no_messages = self._no_messages()
+            fused, lanes_used, commit_scores = self.lanes.fused(
+                query, opts, allowed, meta, cancelled, index, self._staging_index(), no_messages
+            )
+            ranked = self.second_stage.rank(
+                query, fused, lanes_used, commit_scores, opts, meta, cancelled, index.searcher(), no_messages
+            )
+            results = search_results(self.catalog, ranked, opts.k, opts.hide_reverted)
         meta["lanes"] = lanes_used
         if not results and hint is None:
             meta["hint"] = "no matching commits; try other words, fewer filters, or `backstory status`"
         meta["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return {"query": query, "results": results, "_meta": meta}
-
-    def lane_rankings(
-        self,
-        query: str,
-        opts: SearchOptions,
-        allowed: set[str] | None,
-        meta: dict[str, Any],
-        index: tantivy.Index | None = None,
-    ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[str, float]]]:
-        """Each wanted lane's (hunk uid, lane score), best first, and lanes' own per-commit scores (the dense
-        lane's commit centroids, the message lane's message cosines) where they have them; ``index``: the
-        Tantivy index as the search already opened it (checked and reloaded), else it is opened here."""
-        index = index if index is not None else self._text_index()
-        searcher = index.searcher()
-        fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
-        no_messages = bool(self.manifest().get("options", {}).get("no_messages"))
-        rankings: dict[str, list[tuple[int, float]]] = {}
-        commit_scores: dict[str, dict[str, float]] = {}
-        staging = self._staging_index()
-        staged = staging.searcher() if staging is not None else None
-        for lane in TEXT_LANES:
-            if not opts.wants(lane) or (lane == "message" and no_messages):
-                continue
-            rankings[lane] = search_lane(index, searcher, lane, query, fq)
-            if staging is not None and staged is not None:
-                rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
-        if opts.wants("dense") and self.models.dense:
-            dense, by_commit, warning = self.dense.rank(
-                query, searcher if fq is not None else None, fq, commits=opts.dense_commits
-            )
-            if warning:
-                meta["warnings"].append(warning)
-            if dense is not None:
-                rankings["dense"] = dense
-            if by_commit:
-                commit_scores["dense"] = by_commit
-        if opts.wants("message_dense") and self.models.dense and not no_messages:
-            hits, by_message = self.dense.rank_messages(query, searcher if fq is not None else None, fq)
-            if hits and by_message:
-                rankings["message_dense"] = hits
-                commit_scores["message_dense"] = by_message
-        return rankings, commit_scores
-
-    def _fused(
-        self, query, opts, allowed, meta, cancelled, index
-    ) -> tuple[list[FusedCommit], list[str], dict[str, dict[str, float]]]:  # type: ignore[no-untyped-def]
-        scored, commit_scores = self.lane_rankings(query, opts, allowed, meta, index)
-        if cancelled and cancelled():
-            raise SearchCancelled
-        rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
-        uids = sorted({u for r in rankings.values() for u in r})
-        rows = self.catalog.hunk_places(uids)
-        sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
-        sizes = self.catalog.hunk_counts(sorted(set(sha_of.values()))) if opts.size_prior > 0 else None
-        fused = fuse(
-            rankings,
-            sha_of,
-            tie_key=lambda u: (rows[u]["path"], rows[u]["idx"]),
-            k=opts.rrf_k,
-            weights={lane: opts.weights.get(lane, 1.0) or 1.0 for lane in rankings} if opts.lanes else opts.weights,
-            hunks_per_commit=opts.hunks_per_commit,
-            lane_scores={lane: dict(r) for lane, r in scored.items()},
-            method=opts.fusion,
-            commit_sizes=sizes,
-            size_prior=opts.size_prior,
-            commit_scores=commit_scores,
-            margin_ref=opts.margin_ref,
-        )
-        return fused, list(rankings), commit_scores
-
-    def _finish(self, query, fused, lanes_used, commit_scores, opts, meta, cancelled, searcher) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
-        top = candidates(fused, opts)
-        commits = self.catalog.commit_rows([c.sha for c in top])
-        scores = {c.sha: c.fused for c in top}
-        rerank_scores: dict[str, float] = {}
-        learned_scores: dict[str, float] = {}
-        decided: dict[str, list[str]] = {}
-        if opts.rerank and top:
-            if cancelled and cancelled():
-                raise SearchCancelled
-            rerank_scores, name, warning = self.dense.rerank(query, top, commits, self._no_messages())
-            meta["rerank"] = name
-            if warning:
-                meta["warnings"].append(warning)
-            if not rerank_scores:  # fused order then: the extra candidates would skip commits fused ranked higher
-                top = candidates(fused, replace(opts, dense_pool=0))
-            else:
-                scores = blend(top, rerank_scores, opts.rerank_blend)
-                meta["second_stage"] = "blend"
-                if self.ordering.applies(opts, lanes_used, name):
-                    learned_scores, decided = self._learned(query, top, rerank_scores, commit_scores, meta, searcher)
-        now = time.time()
-        factors = {c.sha: recency_factor(commits[c.sha]["author_time"], now, opts.recency_weight) for c in top}
-        if learned_scores:  # a probability over the candidates; recency reorders only near-equal ones
-            probability = calibrated(learned_scores, factors)
-            final = [(probability[c.sha], c.sha, factors[c.sha]) for c in top]
-        else:
-            final = [(apply_recency(scores[c.sha], factors[c.sha]), c.sha, factors[c.sha]) for c in top]
-        final.sort(key=lambda t: (-round(t[0], 9), t[1]))
-        by_sha = {c.sha: c for c in top}
-        sizes = Counter(commits[sha]["n_hunks"] for sha in by_sha)  # twins have as many hunks: digest only those
-        maybe_twins = [sha for sha in by_sha if commits[sha]["n_hunks"] and sizes[commits[sha]["n_hunks"]] > 1]
-        ranked = results.collapse_twins([sha for _s, sha, _f in final], self.catalog.change_signatures(maybe_twins))
-        if opts.hide_reverted:
-            fates = self.catalog.consequences([sha for sha, _twins in ranked])
-            ranked = [t for t in ranked if not results.stands_reverted([k for k, _by in fates.get(t[0], [])])]
-        shown = ranked[: opts.k]
-        score_of = {sha: score for score, sha, _f in final}
-        hunk_rows = self.catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
-        twin_rows = self.catalog.commit_rows([t for _sha, twins in shown for t in twins])
-        out = []
-        for sha, twins in shown:
-            c = by_sha[sha]
-            why = {
-                "lanes": c.lanes,
-                "fused": round(c.fused, 6),
-                "rerank": rerank_scores.get(sha),
-                "learned": learned_scores.get(sha),
-                "recency": round(factors[sha], 4),
-                "decided_by": decided.get(sha, []),
-            }
-            hit = results.result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score_of[sha], why)
-            hit["twins"] = [results.commit_json(twin_rows[t]) for t in twins]
-            out.append(hit)
-        results.attach_consequences(out, self.catalog)
-        return out
 
     def candidate_features(
         self,
@@ -556,20 +292,12 @@ class Engine:
     ) -> list[list[float]]:
         """The learned second stage's feature rows for ``top`` (all of them by default: what ``tools/finetune``
         trains on; a model computes only the ``needed`` ones it reads); ``commit_scores``: the lanes' own
-        per-commit scores (the dense lane's centroids, the message lane's cosines), as :meth:`_fused` returns them;
-        ``searcher``: the snapshot the lanes searched (a search passes it), else the index's latest."""
+        per-commit scores (the dense lane's centroids, the message lane's cosines), as :meth:`.Lanes.fused`
+        returns them; ``searcher``: the snapshot the lanes searched, else the index's latest."""
         with self._lock:  # the commit-text cache
             searcher = searcher if searcher is not None else self._text_index().searcher()
             messages = not self._no_messages()
-            return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
-
-    def _learned(
-        self, query, top, rerank, commit_scores, meta, searcher
-    ) -> tuple[dict[str, float], dict[str, list[str]]]:  # type: ignore[no-untyped-def]
-        emb = self.dense.embedder()
-        model_id = emb.model_id if emb is not None else None
-        rows = functools.partial(self.candidate_features, query, top, rerank, commit_scores, searcher=searcher)
-        return self.ordering.scores(top, rows, model_id, meta, messages=not self._no_messages())
+            return self.second_stage.features(query, top, rerank, commit_scores, searcher, messages, needed)
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))

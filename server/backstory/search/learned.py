@@ -3,8 +3,8 @@
 Why a learned combination: the shipped pipeline used to order candidates by MaxSim + 0.5 x fused score, two
 hand-tuned signals. The candidates' whole-commit statistics (:mod:`.features`) carry evidence neither has,
 but how much each is worth is an empirical question, so the weights are fitted: a listwise softmax
-(cross-entropy of the right commit among the candidates, :func:`.engine.candidates`) on commit-subject queries of public
-histories that neither the embedding model nor the evaluation's held-out histories include
+(cross-entropy of the right commit among the candidates, :func:`.second_stage.candidates`) on commit-subject
+queries of public histories that neither the embedding model nor the evaluation's held-out histories include
 (``tools/finetune/train_second_stage.py``; numbers in docs/benchmarks.md, "Ranking quality — eighth session").
 
 Why linear: gradient-boosted trees ranked no better on held-out histories (same section), and it is

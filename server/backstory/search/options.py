@@ -1,6 +1,6 @@
 """What a search is asked to do: its options and the models it runs with.
 
-Its own module so that the pipeline's stages (``dense.py``, ``ordering.py``) and its callers (features, the
+Its own module so that the pipeline's stages (``lanes.py``, ``second_stage.py``) and its callers (features, the
 CLI, the language server) can name these types without importing the engine that runs them.
 """
 

@@ -1,14 +1,17 @@
-"""Catalogue rows -> the JSON shapes of docs/protocol.md (commits, hunks, results), shared by every view."""
+"""Catalogue rows -> the JSON shapes of docs/protocol.md (commits, hunks, results), shared by every view; and a
+search's ranked candidates -> its results (twins folded, reverted commits hidden on request, the ``why``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..index.catalog import Catalog
+    from .second_stage import Ranked
 
 _UTC = dt.timezone.utc
 FIRST = dt.datetime(1, 1, 1, tzinfo=_UTC)
@@ -123,3 +126,37 @@ def stands_reverted(kinds: Sequence[str]) -> bool:
     """Whether the last of a commit's reverts and re-applications (in time order) is a revert."""
     last = [k for k in kinds if k in ("reverted", "reapplied")]
     return bool(last) and last[-1] == "reverted"
+
+
+def search_results(catalog: Catalog, ranked: Ranked, k: int, hide_reverted: bool) -> list[dict[str, Any]]:
+    """The best ``k`` of ``ranked`` as results: identical changes shown once (:func:`collapse_twins`), commits
+    that stand reverted left out with ``hide_reverted``, each with its matched hunks, its ``why`` and what
+    became of it (:func:`attach_consequences`)."""
+    commits, final = ranked.commits, ranked.final
+    by_sha = {c.sha: c for c in ranked.top}
+    sizes = Counter(commits[sha]["n_hunks"] for sha in by_sha)  # twins have as many hunks: digest only those
+    maybe_twins = [sha for sha in by_sha if commits[sha]["n_hunks"] and sizes[commits[sha]["n_hunks"]] > 1]
+    shas = collapse_twins([sha for _s, sha, _f in final], catalog.change_signatures(maybe_twins))
+    if hide_reverted:
+        fates = catalog.consequences([sha for sha, _twins in shas])
+        shas = [t for t in shas if not stands_reverted([kind for kind, _by in fates.get(t[0], [])])]
+    shown = shas[:k]
+    score_of = {sha: score for score, sha, _f in final}
+    hunk_rows = catalog.hunk_rows([u for sha, _twins in shown for u in by_sha[sha].hunks])
+    twin_rows = catalog.commit_rows([t for _sha, twins in shown for t in twins])
+    out = []
+    for sha, twins in shown:
+        c = by_sha[sha]
+        why = {
+            "lanes": c.lanes,
+            "fused": round(c.fused, 6),
+            "rerank": ranked.rerank.get(sha),
+            "learned": ranked.learned.get(sha),
+            "recency": round(ranked.factors[sha], 4),
+            "decided_by": ranked.decided.get(sha, []),
+        }
+        hit = result(commits[sha], [hunk_rows[u] for u in c.hunks], c.hunk_lanes, score_of[sha], why)
+        hit["twins"] = [commit_json(twin_rows[t]) for t in twins]
+        out.append(hit)
+    attach_consequences(out, catalog)
+    return out

@@ -1,0 +1,109 @@
+"""The first stage: every wanted lane searched on one snapshot of the index, and their rankings fused into commits.
+
+Why one module for the lanes together: each lane ranks hunks its own way (BM25 over a Tantivy field, cosine of
+file units, cosine of commit messages), but they must see the same snapshot, the same filters and the same
+scope, and fusion needs them all at once; the keyword lanes also read the staging index of a long run's
+symbols phase beside the main one. The lanes' own modules (:mod:`.dense`, :mod:`.message_lane`,
+:mod:`backstory.index.text_index`) know nothing of each other; this is where they meet.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import tantivy
+
+from ..index.catalog import Catalog
+from ..index.text_index import filter_query, merge_rankings, search_lane
+from .fusion import FusedCommit, fuse
+from .options import TEXT_LANES, Cancelled, SearchCancelled, SearchOptions
+
+if TYPE_CHECKING:
+    from .dense import DenseLane
+    from .message_lane import MessageLane
+
+
+class Lanes:
+    def __init__(self, catalog: Catalog, dense: DenseLane, messages: MessageLane) -> None:
+        self.catalog = catalog
+        self.dense = dense
+        self.messages = messages
+
+    def rankings(
+        self,
+        query: str,
+        opts: SearchOptions,
+        meta: dict[str, Any],
+        index: tantivy.Index,
+        staging: tantivy.Index | None,
+        no_messages: bool,
+    ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[str, float]]]:
+        """Each wanted lane's (hunk uid, lane score), best first, and lanes' own per-commit scores (the dense
+        lane's commit centroids, the message lane's message cosines) where they have them; ``index``: the
+        Tantivy index as the search opened it (checked and reloaded), ``staging``: the symbols phase's staging
+        index while there is one; ``no_messages``: the index holds no messages (no message lanes)."""
+        searcher = index.searcher()
+        fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
+        rankings: dict[str, list[tuple[int, float]]] = {}
+        commit_scores: dict[str, dict[str, float]] = {}
+        staged = staging.searcher() if staging is not None else None
+        for lane in TEXT_LANES:
+            if not opts.wants(lane) or (lane == "message" and no_messages):
+                continue
+            rankings[lane] = search_lane(index, searcher, lane, query, fq)
+            if staging is not None and staged is not None:
+                rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
+        models = self.dense.config.dense
+        if opts.wants("dense") and models:
+            dense, by_commit, warning = self.dense.rank(
+                query, searcher if fq is not None else None, fq, commits=opts.dense_commits
+            )
+            if warning:
+                meta["warnings"].append(warning)
+            if dense is not None:
+                rankings["dense"] = dense
+            if by_commit:
+                commit_scores["dense"] = by_commit
+        if opts.wants("message_dense") and models and not no_messages:
+            hits, by_message = self.messages.rank(query, searcher if fq is not None else None, fq)
+            if hits and by_message:
+                rankings["message_dense"] = hits
+                commit_scores["message_dense"] = by_message
+        return rankings, commit_scores
+
+    def fused(
+        self,
+        query: str,
+        opts: SearchOptions,
+        allowed: set[str] | None,
+        meta: dict[str, Any],
+        cancelled: Cancelled | None,
+        index: tantivy.Index,
+        staging: tantivy.Index | None,
+        no_messages: bool,
+    ) -> tuple[list[FusedCommit], list[str], dict[str, dict[str, float]]]:
+        """The lanes' rankings (:meth:`rankings`) fused into commits of ``allowed`` (None: any), best first; the
+        lanes that ranked; and the lanes' own per-commit scores (the learned second stage reads them)."""
+        scored, commit_scores = self.rankings(query, opts, meta, index, staging, no_messages)
+        if cancelled and cancelled():
+            raise SearchCancelled
+        rankings = {lane: [u for u, _s in r] for lane, r in scored.items()}
+        uids = sorted({u for r in rankings.values() for u in r})
+        rows = self.catalog.hunk_places(uids)
+        sha_of = {u: r["sha"] for u, r in rows.items() if allowed is None or r["sha"] in allowed}
+        sizes = self.catalog.hunk_counts(sorted(set(sha_of.values()))) if opts.size_prior > 0 else None
+        fused = fuse(
+            rankings,
+            sha_of,
+            tie_key=lambda u: (rows[u]["path"], rows[u]["idx"]),
+            k=opts.rrf_k,
+            weights={lane: opts.weights.get(lane, 1.0) or 1.0 for lane in rankings} if opts.lanes else opts.weights,
+            hunks_per_commit=opts.hunks_per_commit,
+            lane_scores={lane: dict(r) for lane, r in scored.items()},
+            method=opts.fusion,
+            commit_sizes=sizes,
+            size_prior=opts.size_prior,
+            commit_scores=commit_scores,
+            margin_ref=opts.margin_ref,
+        )
+        return fused, list(rankings), commit_scores

@@ -1,0 +1,134 @@
+"""The ``message_dense`` lane: commits ranked by the cosine of their message's vector to the query's.
+
+Why a lane of its own beside the file-unit lane (:mod:`.dense`): a question is often closest in meaning to a
+commit's message rather than to any file of the change (:mod:`backstory.index.message_vectors`). The vectors
+are one per commit and few, so they are scored exactly from a matrix read once per index state, not through an
+HNSW file; the model, the stamp and the query's vector come from the :class:`~.dense.DenseLane`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import tantivy
+
+from ..index import message_vectors
+from ..index.text_index import filter_uids
+from .dense import FILTER_SCAN_LIMIT
+
+if TYPE_CHECKING:
+    from .dense import DenseLane
+
+#: Commits the message lane returns (best first by the cosine of their message's vector to the query's).
+MESSAGE_TOP = 100
+#: Hunks standing for a commit in the message lane (its first ones: every hunk has the same message).
+MESSAGE_HUNKS = 3
+
+
+class MessageLane:
+    def __init__(self, dense: DenseLane) -> None:
+        self.dense = dense
+        self.store = dense.store
+        self.catalog = dense.catalog
+        self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, unit columns)
+
+    def reset(self) -> None:
+        """Forget the message matrix (after a rebuild)."""
+        self._messages = None
+
+    def rank(
+        self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
+    ) -> tuple[list[tuple[int, float]] | None, dict[str, float] | None]:
+        """The ``message_dense`` lane: commits by the cosine of their message's vector (subject + body,
+        :mod:`backstory.index.message_vectors`) to the query's, as (hunk uid, cosine) — each commit's first
+        :data:`MESSAGE_HUNKS` hunks (those the filters let through, with filters) — and the commit scores.
+        (None, None) when there are no message vectors (a message-blind index, or the dense phase has not
+        made them yet) or the dense lane is off; the dense lane's warning covers a missing model.
+
+        The query's vector is the one :meth:`.DenseLane.rank` computed for this query (no second forward pass).
+        """
+        stamp = self.dense.stamp()
+        if not stamp or self.dense.problem() is not None:
+            return None, None
+        emb = self.dense.embedder()
+        if emb is None or stamp.get("model_id") != emb.model_id:
+            return None, None
+        shas, columns = self._message_matrix(int(stamp["dim"]))
+        if not shas:
+            return None, None
+        cached = self.dense.last_pass(emb.model_id, query)
+        qv = cached[0] if cached is not None else emb.embed_query(query)
+        allowed: dict[str, list[int]] | None = None
+        if filters is not None and searcher is not None:
+            allowed = {}
+            uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
+            for uid, row in sorted(self.catalog.hunk_places(uids).items()):
+                allowed.setdefault(row["sha"], []).append(uid)
+        top = top_by_cosine(qv, shas, columns, MESSAGE_TOP, None if allowed is None else set(allowed))
+        if allowed is not None:
+            hunks_of = {sha: allowed[sha][:MESSAGE_HUNKS] for sha, _s in top}
+        else:
+            hunks_of = self.catalog.first_hunks_of([sha for sha, _s in top], MESSAGE_HUNKS)
+        return commit_hunks(top, hunks_of), dict(top)
+
+    def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
+        """Every indexed commit's message vector (as :func:`unit_columns`), read once per state of the table (its
+        row count and largest rowid). The table is only looked at when the catalogue changed (SQLite's data
+        version): its count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it
+        alone must not re-read the matrix either."""
+        db_version = self.store.data_version()
+        cached = self._messages
+        if cached is not None and cached[0][0] == db_version:
+            return cached[1], cached[2]
+        version = message_vectors.version(self.store.db)
+        if version is None:
+            return [], np.zeros((dim, 0), dtype=np.float32)
+        if cached is None or cached[0][1] != version:
+            shas, matrix = message_vectors.read_all(self.store.db, dim)
+            cached = ((db_version, version), shas, unit_columns(matrix))
+        self._messages = ((db_version, version), cached[1], cached[2])
+        return cached[1], cached[2]
+
+
+def top_by_cosine(
+    query: np.ndarray, keys: list[str], columns: np.ndarray, count: int, allowed: set[str] | None = None
+) -> list[tuple[str, float]]:
+    """The ``count`` keys whose columns of ``columns`` (unit length: :func:`unit_columns`) are nearest ``query``
+    by cosine, best first, as (key, cosine rounded to 6 places); ties by key, so the order is deterministic.
+    ``allowed`` limits the keys. Vectorised: only the best ``count`` (and keys tied with the last) reach Python,
+    so git/git's 60,642 messages cost ~3 ms."""
+    if not keys or count <= 0:
+        return []
+    rows = np.arange(len(keys)) if allowed is None else np.flatnonzero([k in allowed for k in keys])
+    if not len(rows):
+        return []
+    sub = columns if allowed is None else columns[:, rows]
+    q = (query / max(float(np.linalg.norm(query)), 1e-12)).astype(np.float32)
+    sims = np.round(q @ sub, 6)
+    if len(sims) > count:  # the best ``count`` and every row tied with the last of them
+        floor = np.partition(sims, len(sims) - count)[len(sims) - count]
+        kept = np.flatnonzero(sims >= floor)
+    else:
+        kept = np.arange(len(sims))
+    scored = [(keys[int(rows[i])], float(sims[i])) for i in kept.tolist()]
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    return scored[:count]
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` with each row scaled to unit length (zero rows stay zero)."""
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def unit_columns(matrix: np.ndarray) -> np.ndarray:
+    """:func:`unit_rows` of ``matrix``, transposed and contiguous: a query's cosines then read it in one pass
+    down its rows (60,642 x 384 float32 on this machine: 2.9 ms, against 8.0 ms for the rows times the query,
+    the same numbers to six places)."""
+    return np.ascontiguousarray(unit_rows(matrix).T)
+
+
+def commit_hunks(ranked: list[tuple[str, float]], hunks_of: dict[str, list[int]]) -> list[tuple[int, float]]:
+    """A commit-level ranking as a lane's hunk ranking: each commit's hunks (``hunks_of``) with its score, in
+    the commits' order; commits without hunks are left out."""
+    return [(uid, score) for sha, score in ranked for uid in hunks_of.get(sha, [])]

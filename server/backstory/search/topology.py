@@ -1,0 +1,85 @@
+"""Which indexed commits a search may show, and the commit graph that says so, cached per index state.
+
+Why its own module: the commit graph (parents of indexed commits, a child-before-parent order from a tip, the
+merges the catalogue knows) serves exact history, the freshness count and a search's branch scope alike, and
+each read costs a catalogue scan, so one cache keyed on the index's state serves them all; the engine only
+asks it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dulwich.repo import Repo
+
+from ..history import libgit
+from ..index.catalog import Catalog
+from ..index.graph import holds_branches, reachable, topo_order
+from ..index.store import Store
+
+if TYPE_CHECKING:
+    from .options import SearchOptions
+
+
+class Topology:
+    def __init__(self, store: Store, repo: Repo, catalog: Catalog) -> None:
+        self.store = store
+        self.repo = repo
+        self.catalog = catalog
+        self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
+        self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see of)
+        self._merges: tuple[Any, set[str]] | None = None
+
+    def of(self, tip: str, generation: str | None) -> tuple[dict[str, list[str]], list[str], set[str], int]:
+        """(parents, child-before-parent order from ``tip``, the same as a set, how many of them are not
+        indexed): cached per tip while the index does not change (``generation``: the index's, as the engine
+        last read it from the manifest)."""
+        key = (self.store.get_state("indexed_at"), generation)
+        if self._parents is None or self._parents[0] != key:
+            self._parents = (key, self.catalog.indexed_parents())
+            self._orders.clear()
+        parents = self._parents[1]
+        cached = self._orders.get(tip)
+        if cached is None:
+            new = 0
+            if tip not in parents:  # commits since the last run: known through git, not the catalogue
+                for c in reachable(self.store, self.repo, tip).ordered:
+                    parents[c.sha] = list(c.parents)
+                    new += 1
+            order = topo_order(tip, parents)
+            if len(self._orders) >= 4:
+                self._orders.pop(next(iter(self._orders)))
+            cached = self._orders[tip] = (order, set(order), new)
+        return parents, cached[0], cached[1], cached[2]
+
+    def merges(self, generation: str | None) -> set[str]:
+        """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
+        key = (self.store.get_state("indexed_at"), generation)
+        if self._merges is None or self._merges[0] != key:
+            self._merges = (key, self.catalog.indexed_merges())
+        return self._merges[1]
+
+    def scope(
+        self, opts: SearchOptions, allowed: set[str] | None, meta: dict[str, Any], generation: str | None
+    ) -> set[str] | None:
+        """The commits a search may show: HEAD's history (``allowed``, from the engine's freshness), a branch's
+        (``opts.branch``) or every indexed branch's (``opts.all_branches``). Raises HistoryError for a revision
+        git does not know."""
+        branches = holds_branches(self.store)
+        if opts.all_branches:
+            if branches:
+                return None  # every indexed commit is reachable from a branch (each run purges the rest)
+            meta["warnings"].append(
+                "the index holds HEAD's history only: run `backstory index --all-branches` to search every branch"
+            )
+            return allowed
+        if not opts.branch:
+            return allowed
+        tip = libgit.resolve_commit(libgit.of(self.repo), opts.branch)
+        _parents, _order, reach, new = self.of(tip, generation)
+        if new:
+            meta["warnings"].append(
+                f"{new:,} commit(s) of {opts.branch} are not indexed, so they cannot be found: run "
+                + ("`backstory index`" if branches else "`backstory index --all-branches`")
+            )
+        return reach
