@@ -84,6 +84,26 @@ def test_dense_lane_finds_paraphrase(dense_repo, embedder) -> None:
     assert status["dense"]["model_id"] == embedder.model_id and status["dense"]["dim"] == 384
 
 
+def test_the_query_pass_started_early_is_the_one_rank_uses(dense_repo, embedder) -> None:
+    """The search starts the query's forward pass before the keyword lanes (`DenseLane.begin_pass`); `rank`
+    takes that pass only for the same query, and answers as a pass run in place would."""
+    path, _shas = dense_repo
+    engine = _engine(path, embedder, reranker="none")
+    dense, query = engine.dense, "back off exponentially between retries"
+    in_place = dense.rank(query, None, None)
+    dense.begin_pass(query)
+    assert dense._pending is not None and dense._pending[1] == query
+    assert dense.rank(query, None, None) == in_place and dense._pending is None
+    dense.begin_pass("write rows as csv")  # another query's pass is not taken
+    assert dense.rank(query, None, None) == in_place and dense._pending is None
+    vector, states = dense.last_pass(embedder.model_id, query)
+    expected_vector, expected_states = embedder.embed_query_with_states(query)
+    assert np.array_equal(vector, expected_vector) and np.array_equal(states, expected_states)
+    # a search starts one and uses it: nothing left pending, the same results as a search with the pass in place
+    engine.search(query, SearchOptions(lanes=("diff", "dense"), rerank=False))
+    assert dense._pending is None
+
+
 def test_dense_respects_filters(dense_repo, embedder) -> None:
     path, shas = dense_repo
     engine = _engine(path, embedder, reranker="none")

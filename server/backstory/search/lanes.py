@@ -47,13 +47,15 @@ class Lanes:
         rankings: dict[str, list[tuple[int, float]]] = {}
         commit_scores: dict[str, dict[str, float]] = {}
         staged = staging.searcher() if staging is not None else None
+        models = self.dense.config.dense
+        if opts.wants("dense") and models:
+            self.dense.begin_pass(query)  # runs while the keyword lanes search
         for lane in TEXT_LANES:
             if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue
             rankings[lane] = search_lane(index, searcher, lane, query, fq)
             if staging is not None and staged is not None:
                 rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
-        models = self.dense.config.dense
         if opts.wants("dense") and models:
             dense, by_commit, warning = self.dense.rank(
                 query, searcher if fq is not None else None, fq, commits=opts.dense_commits
