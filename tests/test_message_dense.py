@@ -115,6 +115,26 @@ def test_a_commit_found_only_by_its_message_meaning_ranks_through_the_message_la
     engine.close()
 
 
+def test_message_cosines_started_beside_the_keyword_lanes_are_those_of_the_query(tmp_path, embedder) -> None:
+    """A search starts the message cosines with the query's pass (`MessageLane.begin`); the lane takes them only
+    for the same query, and ranks as when it computes them itself."""
+    repo, _shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    dense, messages = engine.dense, engine.messages
+    dense.rank(QUERY, None, None)
+    in_place = messages.rank(QUERY, None, None)
+    assert in_place[0]
+    for started in (QUERY, "a query about something else"):
+        dense.begin_pass(started)
+        messages.begin(started)
+        assert messages._pending is not None and messages._pending[0] == started
+        dense.rank(QUERY, None, None)
+        assert messages.rank(QUERY, None, None) == in_place and messages._pending is None
+    full = engine.search(QUERY)
+    assert "message_dense" in full["_meta"]["lanes"] and messages._pending is None
+    engine.close()
+
+
 def test_message_vectors_are_made_once_and_only_with_messages(tmp_path, embedder) -> None:
     repo, shas = _history(tmp_path / "r")
     engine = _index(repo, embedder, no_messages=False)

@@ -11,6 +11,7 @@ different model, turns the dense lane off with a warning in ``_meta`` while the 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,15 @@ class DenseLane:
         if emb is None or stamp.get("model_id") != emb.model_id or stamp.get("recipe") != RECIPE:
             return
         self._pending = (emb.model_id, query, _PASSES.submit(emb.embed_query_with_states, query))
+
+    def pending_pass(self, query: str) -> Future[tuple[Any, Any]] | None:
+        """The pass :meth:`begin_pass` started for ``query``, if it did (for work that needs only the vector)."""
+        pending = self._pending
+        return pending[2] if pending is not None and pending[1] == query else None
+
+    def after_pass(self, work: Callable[[], Any]) -> Future[Any]:
+        """Run ``work`` on the passes' thread, after every pass queued before it (one thread, in order)."""
+        return _PASSES.submit(work)
 
     def _forward(self, emb: Any, query: str) -> tuple[Any, Any]:
         """The query's (vector, token states): :meth:`begin_pass`'s if it ran for this query, else computed now."""

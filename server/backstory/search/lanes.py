@@ -50,6 +50,8 @@ class Lanes:
         models = self.dense.config.dense
         if opts.wants("dense") and models:
             self.dense.begin_pass(query)  # runs while the keyword lanes search
+            if fq is None and opts.wants("message_dense") and not no_messages:
+                self.messages.begin(query)  # and so do the message cosines, after it
         for lane in TEXT_LANES:
             if not opts.wants(lane) or (lane == "message" and no_messages):
                 continue

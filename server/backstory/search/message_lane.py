@@ -8,6 +8,7 @@ HNSW file; the model, the stamp and the query's vector come from the :class:`~.d
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,10 +33,34 @@ class MessageLane:
         self.store = dense.store
         self.catalog = dense.catalog
         self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, unit columns)
+        self._pending: tuple[str, np.ndarray, Future[list[tuple[str, float]]]] | None = None  # see begin()
 
     def reset(self) -> None:
         """Forget the message matrix (after a rebuild)."""
         self._messages = None
+        self._pending = None
+
+    def begin(self, query: str) -> None:
+        """Start the query's message cosines (an unfiltered search's) beside the keyword lanes, right after its
+        forward pass (:meth:`.DenseLane.begin_pass`) on the same thread: numpy releases the GIL, and the cosines
+        with git/git's 60,642 messages are ~3-5 ms. The matrix is read here, on the caller's thread (SQLite);
+        :meth:`rank` takes the result only for the same query and matrix, so nothing changes but the wait."""
+        self._pending = None
+        forward = self.dense.pending_pass(query)
+        stamp = self.dense.stamp()
+        if forward is None or not stamp:
+            return
+        shas, columns = self._message_matrix(int(stamp["dim"]))
+        if shas:
+            work = self.dense.after_pass(lambda: top_by_cosine(forward.result()[0], shas, columns, MESSAGE_TOP))
+            self._pending = (query, columns, work)
+
+    def _top(self, query: str, qv: np.ndarray, shas: list[str], columns: np.ndarray) -> list[tuple[str, float]]:
+        """:func:`top_by_cosine` of an unfiltered search: :meth:`begin`'s when it ran for this query and matrix."""
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == query and pending[1] is columns:
+            return pending[2].result()
+        return top_by_cosine(qv, shas, columns, MESSAGE_TOP)
 
     def rank(
         self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
@@ -65,7 +90,10 @@ class MessageLane:
             uids = filter_uids(searcher, filters, FILTER_SCAN_LIMIT)
             for uid, row in sorted(self.catalog.hunk_places(uids).items()):
                 allowed.setdefault(row["sha"], []).append(uid)
-        top = top_by_cosine(qv, shas, columns, MESSAGE_TOP, None if allowed is None else set(allowed))
+        if allowed is None:
+            top = self._top(query, qv, shas, columns)
+        else:
+            top = top_by_cosine(qv, shas, columns, MESSAGE_TOP, set(allowed))
         if allowed is not None:
             hunks_of = {sha: allowed[sha][:MESSAGE_HUNKS] for sha, _s in top}
         else:
