@@ -219,12 +219,10 @@ def search_lane(
         q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, filters)])
     fetch = limit + 20
     while True:
-        hits: list[tuple[int, float]] = []
         with reading_tantivy():
             result = searcher.search(q, limit=fetch, count=False)
-            for score, addr in result.hits:
-                uid: int = searcher.doc(addr).get_first("uid")  # type: ignore[assignment]
-                hits.append((int(uid), float(score)))
+            uids = _uids(searcher, [addr for _score, addr in result.hits])
+            hits = [(uid, float(score)) for uid, (score, _addr) in zip(uids, result.hits, strict=True)]
         hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
         # which of many equal scores Tantivy returns depends on how the index is split into segments: when the
         # cut falls inside a tie that may go on past what was fetched, fetch the whole tie, then cut by uid
@@ -253,4 +251,11 @@ def filter_uids(searcher: tantivy.Searcher, filters: tantivy.Query, limit: int) 
     """All uids passing the filters (for restricting the dense lane), up to ``limit``."""
     with reading_tantivy():
         result = searcher.search(filters, limit=limit, count=False)
-        return [int(searcher.doc(addr).get_first("uid") or 0) for _score, addr in result.hits]
+        return _uids(searcher, [addr for _score, addr in result.hits])
+
+
+def _uids(searcher: tantivy.Searcher, addresses: list[tantivy.DocAddress]) -> list[int]:
+    """The hunk uids of documents, from the ``uid`` fast field: one call for all of them, where fetching each
+    stored document decompressed a block of the document store per hit (~120 a lane, up to 200,000 for the
+    dense lane's filters)."""
+    return [int(uid or 0) for uid in searcher.fast_field_values("uid", addresses)]
