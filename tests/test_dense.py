@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -84,23 +85,34 @@ def test_dense_lane_finds_paraphrase(dense_repo, embedder) -> None:
     assert status["dense"]["model_id"] == embedder.model_id and status["dense"]["dim"] == 384
 
 
-def test_the_query_pass_started_early_is_the_one_rank_uses(dense_repo, embedder) -> None:
+def test_the_query_pass_started_early_is_the_one_rank_uses(dense_repo, embedder, monkeypatch) -> None:
     """The search starts the query's forward pass before the keyword lanes (`DenseLane.begin_pass`); `rank`
-    takes that pass only for the same query, and answers as a pass run in place would."""
+    takes that pass, and only for its own query and model; a search that fails before the lane drops it."""
     path, _shas = dense_repo
     engine = _engine(path, embedder, reranker="none")
     dense, query = engine.dense, "back off exponentially between retries"
-    in_place = dense.rank(query, None, None)
     dense.begin_pass(query)
-    assert dense._pending is not None and dense._pending[1] == query
-    assert dense.rank(query, None, None) == in_place and dense._pending is None
-    dense.begin_pass("write rows as csv")  # another query's pass is not taken
-    assert dense.rank(query, None, None) == in_place and dense._pending is None
-    vector, states = dense.last_pass(embedder.model_id, query)
+    vector, states = dense._pending[2].result()
     expected_vector, expected_states = embedder.embed_query_with_states(query)
     assert np.array_equal(vector, expected_vector) and np.array_equal(states, expected_states)
-    # a search starts one and uses it: nothing left pending, the same results as a search with the pass in place
+    # what rank() takes is the started pass itself (a marker stands in for it), for that query and model only
+    marker: Future = Future()
+    marker.set_result(("vector", "states"))
+    dense._pending = (embedder.model_id, query, marker)
+    assert dense._forward(embedder, query) == ("vector", "states") and dense._pending is None
+    for other in ((embedder.model_id, "write rows as csv", marker), ("another-model", query, marker)):
+        dense._pending = other
+        assert isinstance(dense._forward(embedder, query)[0], np.ndarray) and dense._pending is None
+    # a search uses its pass up; one that fails in a keyword lane drops it
     engine.search(query, SearchOptions(lanes=("diff", "dense"), rerank=False))
+    assert dense._pending is None
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("lane failed")
+
+    monkeypatch.setattr("backstory.search.lanes.search_lane", broken)
+    with pytest.raises(RuntimeError, match="lane failed"):
+        engine.search(query, SearchOptions(lanes=("diff", "dense"), rerank=False))
     assert dense._pending is None
 
 

@@ -6,6 +6,7 @@ Pure parts (ranking by cosine, the lane's hunks, the stored form) and a real rep
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -117,19 +118,30 @@ def test_a_commit_found_only_by_its_message_meaning_ranks_through_the_message_la
 
 def test_message_cosines_started_beside_the_keyword_lanes_are_those_of_the_query(tmp_path, embedder) -> None:
     """A search starts the message cosines with the query's pass (`MessageLane.begin`); the lane takes them only
-    for the same query, and ranks as when it computes them itself."""
+    for the same query and matrix, computes them itself when they failed, and ranks as when it computes them."""
     repo, _shas = _history(tmp_path / "r")
     engine = _index(repo, embedder, no_messages=False)
     dense, messages = engine.dense, engine.messages
     dense.rank(QUERY, None, None)
     in_place = messages.rank(QUERY, None, None)
     assert in_place[0]
-    for started in (QUERY, "a query about something else"):
-        dense.begin_pass(started)
-        messages.begin(started)
-        assert messages._pending is not None and messages._pending[0] == started
-        dense.rank(QUERY, None, None)
-        assert messages.rank(QUERY, None, None) == in_place and messages._pending is None
+    dense.begin_pass(QUERY)
+    messages.begin(QUERY)
+    assert messages._pending is not None and messages._pending[2].result() == list(in_place[1].items())
+    dense.rank(QUERY, None, None)
+    assert messages.rank(QUERY, None, None) == in_place and messages._pending is None
+    # what the lane takes is the started work itself (a marker stands in for it), for its query only
+    columns = messages._message_matrix(384)[1]
+    marker: Future = Future()
+    marker.set_result([])
+    for pending, taken in (((QUERY, columns, marker), True), (("another query", columns, marker), False)):
+        messages._pending = pending
+        hits, _scores = messages.rank(QUERY, None, None)
+        assert (hits == []) is taken and messages._pending is None
+    failed: Future = Future()
+    failed.set_exception(RuntimeError("the early pass failed"))
+    messages._pending = (QUERY, columns, failed)
+    assert messages.rank(QUERY, None, None) == in_place
     full = engine.search(QUERY)
     assert "message_dense" in full["_meta"]["lanes"] and messages._pending is None
     engine.close()

@@ -222,7 +222,7 @@ def search_lane(
         with reading_tantivy():
             result = searcher.search(q, limit=fetch, count=False)
             uids = _uids(searcher, [addr for _score, addr in result.hits])
-            hits = [(uid, float(score)) for uid, (score, _addr) in zip(uids, result.hits, strict=True)]
+            hits = [(u, float(score)) for u, (score, _a) in zip(uids, result.hits, strict=True) if u is not None]
         hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
         # which of many equal scores Tantivy returns depends on how the index is split into segments: when the
         # cut falls inside a tie that may go on past what was fetched, fetch the whole tie, then cut by uid
@@ -251,11 +251,12 @@ def filter_uids(searcher: tantivy.Searcher, filters: tantivy.Query, limit: int) 
     """All uids passing the filters (for restricting the dense lane), up to ``limit``."""
     with reading_tantivy():
         result = searcher.search(filters, limit=limit, count=False)
-        return _uids(searcher, [addr for _score, addr in result.hits])
+        return [u for u in _uids(searcher, [addr for _score, addr in result.hits]) if u is not None]
 
 
-def _uids(searcher: tantivy.Searcher, addresses: list[tantivy.DocAddress]) -> list[int]:
+def _uids(searcher: tantivy.Searcher, addresses: list[tantivy.DocAddress]) -> list[int | None]:
     """The hunk uids of documents, from the ``uid`` fast field: one call for all of them, where fetching each
     stored document decompressed a block of the document store per hit (~120 a lane, up to 200,000 for the
-    dense lane's filters)."""
-    return [int(uid or 0) for uid in searcher.fast_field_values("uid", addresses)]
+    dense lane's filters). None for a document without one (every document has one: the field is in the schema
+    since the first version; such a hit is dropped rather than ranked as uid 0)."""
+    return [None if uid is None else int(uid) for uid in searcher.fast_field_values("uid", addresses)]

@@ -28,10 +28,6 @@ from ..models.passages import RECIPE
 if TYPE_CHECKING:
     from .options import ModelConfig
 
-#: Runs queries' forward passes beside the keyword lanes (see :meth:`DenseLane.begin_pass`); one thread, shared
-#: by every engine of the process: a pass is one short batch on one core, and passes queue behind each other
-_PASSES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backstory-query-pass")
-
 DENSE_TOP = 100
 FILTER_SCAN_LIMIT = 200_000
 
@@ -52,6 +48,7 @@ class DenseLane:
         self._rr_lock = threading.Lock()
         self._last_pass: tuple[str, str, Any, Any] | None = None  # (model id, query, vector, token states) of rank()
         self._pending: tuple[str, str, Future[tuple[Any, Any]]] | None = None  # (model id, query, pass), begin_pass
+        self._passes: ThreadPoolExecutor | None = None  # this engine's one thread for them (see begin_pass)
         self._trusted: set[Any] = set()  # vector files (size, mtime) verified by CRC in this process
         self._problem: tuple[Any, str | None] | None = None  # (catalogue state, vector file stat) -> problem()
 
@@ -104,23 +101,37 @@ class DenseLane:
         Why: onnxruntime releases the GIL, so the pass (~7 ms on git/git's 20 test queries, one core) runs
         while the keyword lanes search Tantivy on the caller's thread; :meth:`rank` then takes its result. The
         same function computes the same vector either way, so results do not change. Nothing starts while the
-        lane is off (no dense phase yet, damaged vectors, another model), as :meth:`rank` would not run it."""
-        stamp = self.stamp()
-        if not stamp or not self.store.vectors_path.exists() or self.problem() is not None:
+        lane is off (:meth:`_ready`). The thread is this lane's own: an engine's pass never waits behind another
+        repository's embedder (the language server embeds small updates with it, holding its lock)."""
+        self._pending = None
+        emb, _stamp, _warning = self._ready()
+        if emb is None:
             return
-        emb = self.embedder()
-        if emb is None or stamp.get("model_id") != emb.model_id or stamp.get("recipe") != RECIPE:
-            return
-        self._pending = (emb.model_id, query, _PASSES.submit(emb.embed_query_with_states, query))
+        try:
+            if self._passes is None:
+                self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backstory-query-pass")
+            self._pending = (emb.model_id, query, self._passes.submit(emb.embed_query_with_states, query))
+        except RuntimeError:  # the interpreter is shutting down: rank() runs the pass itself
+            self._pending = None
 
-    def pending_pass(self, query: str) -> Future[tuple[Any, Any]] | None:
-        """The pass :meth:`begin_pass` started for ``query``, if it did (for work that needs only the vector)."""
+    def pending_pass(self, model_id: str, query: str) -> Future[tuple[Any, Any]] | None:
+        """The pass :meth:`begin_pass` started for ``query`` with model ``model_id``, if it did."""
         pending = self._pending
-        return pending[2] if pending is not None and pending[1] == query else None
+        return pending[2] if pending is not None and pending[:2] == (model_id, query) else None
 
-    def after_pass(self, work: Callable[[], Any]) -> Future[Any]:
-        """Run ``work`` on the passes' thread, after every pass queued before it (one thread, in order)."""
-        return _PASSES.submit(work)
+    def after_pass(self, work: Callable[[], Any]) -> Future[Any] | None:
+        """Run ``work`` on the passes' thread after the pass queued before it (one thread, in order); None when
+        no pass was started."""
+        if self._passes is None or self._pending is None:
+            return None
+        try:
+            return self._passes.submit(work)
+        except RuntimeError:  # shutting down
+            return None
+
+    def forget_pass(self) -> None:
+        """Drop a started pass no lane took (a search that failed or stopped before :meth:`rank`)."""
+        self._pending = None
 
     def _forward(self, emb: Any, query: str) -> tuple[Any, Any]:
         """The query's (vector, token states): :meth:`begin_pass`'s if it ran for this query, else computed now."""
@@ -129,6 +140,29 @@ class DenseLane:
             result: tuple[Any, Any] = pending[2].result()
             return result
         return emb.embed_query_with_states(query)  # type: ignore[no-any-return]
+
+    def _ready(self) -> tuple[Any, dict[str, Any], str | None]:
+        """(the embedder, the vectors' stamp, None) when the lane can run, else (None, stamp, why not: a warning
+        for ``_meta``, or None when there is simply nothing embedded yet)."""
+        stamp = self.stamp() or {}
+        if not stamp:
+            return None, stamp, None
+        problem = self.problem()
+        if problem is not None:
+            return None, stamp, f"dense lane off: {problem}"
+        if not self.store.vectors_path.exists():
+            return None, stamp, None  # nothing embedded yet
+        emb = self.embedder()
+        if emb is None:
+            return None, stamp, f"dense lane off: {self._embedder_error}"
+        if stamp.get("model_id") != emb.model_id or stamp.get("recipe") != RECIPE:
+            return (
+                None,
+                stamp,
+                f"dense lane off: vectors were built with {stamp.get('model_id')} / {stamp.get('recipe')}, "
+                f"the current model is {emb.model_id} / {RECIPE}; `backstory index` embeds them again",
+            )
+        return emb, stamp, None
 
     def reset(self) -> None:
         """Forget the open vector index (after a rebuild); models stay loaded."""
@@ -186,26 +220,9 @@ class DenseLane:
         (all its embedded files, see :func:`commit_centroids`); "best-file" returns None and the fusion takes
         each commit's best file (the previous behaviour).
         """
-        stamp = self.stamp()
-        if not stamp:
-            return None, None, None
-        problem = self.problem()
-        if problem is not None:
-            return None, None, f"dense lane off: {problem}"
-        if not self.store.vectors_path.exists():
-            return None, None, None  # nothing embedded yet
-        emb = self.embedder()
+        emb, stamp, warning = self._ready()
         if emb is None:
-            return None, None, f"dense lane off: {self._embedder_error}"
-        if stamp.get("model_id") != emb.model_id or stamp.get("recipe") != RECIPE:
-            return (
-                None,
-                None,
-                (
-                    f"dense lane off: vectors were built with {stamp.get('model_id')} / {stamp.get('recipe')}, "
-                    f"the current model is {emb.model_id} / {RECIPE}; `backstory index` embeds them again"
-                ),
-            )
+            return None, None, warning
         try:
             index = self._vector_index(int(stamp["dim"]))
         except Exception as e:

@@ -52,28 +52,32 @@ class Lanes:
             self.dense.begin_pass(query)  # runs while the keyword lanes search
             if fq is None and opts.wants("message_dense") and not no_messages:
                 self.messages.begin(query)  # and so do the message cosines, after it
-        for lane in TEXT_LANES:
-            if not opts.wants(lane) or (lane == "message" and no_messages):
-                continue
-            rankings[lane] = search_lane(index, searcher, lane, query, fq)
-            if staging is not None and staged is not None:
-                rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
-        if opts.wants("dense") and models:
-            dense, by_commit, warning = self.dense.rank(
-                query, searcher if fq is not None else None, fq, commits=opts.dense_commits
-            )
-            if warning:
-                meta["warnings"].append(warning)
-            if dense is not None:
-                rankings["dense"] = dense
-            if by_commit:
-                commit_scores["dense"] = by_commit
-        if opts.wants("message_dense") and models and not no_messages:
-            hits, by_message = self.messages.rank(query, searcher if fq is not None else None, fq)
-            if hits and by_message:
-                rankings["message_dense"] = hits
-                commit_scores["message_dense"] = by_message
-        return rankings, commit_scores
+        try:
+            for lane in TEXT_LANES:
+                if not opts.wants(lane) or (lane == "message" and no_messages):
+                    continue
+                rankings[lane] = search_lane(index, searcher, lane, query, fq)
+                if staging is not None and staged is not None:
+                    rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
+            if opts.wants("dense") and models:
+                dense, by_commit, warning = self.dense.rank(
+                    query, searcher if fq is not None else None, fq, commits=opts.dense_commits
+                )
+                if warning:
+                    meta["warnings"].append(warning)
+                if dense is not None:
+                    rankings["dense"] = dense
+                if by_commit:
+                    commit_scores["dense"] = by_commit
+            if opts.wants("message_dense") and models and not no_messages:
+                hits, by_message = self.messages.rank(query, searcher if fq is not None else None, fq)
+                if hits and by_message:
+                    rankings["message_dense"] = hits
+                    commit_scores["message_dense"] = by_message
+            return rankings, commit_scores
+        finally:  # a started pass or cosines no lane took (a lane raised) must not wait for a later search
+            self.dense.forget_pass()
+            self.messages.forget()
 
     def fused(
         self,

@@ -46,20 +46,28 @@ class MessageLane:
         with git/git's 60,642 messages are ~3-5 ms. The matrix is read here, on the caller's thread (SQLite);
         :meth:`rank` takes the result only for the same query and matrix, so nothing changes but the wait."""
         self._pending = None
-        forward = self.dense.pending_pass(query)
+        emb = self.dense.embedder()
+        forward = self.dense.pending_pass(emb.model_id, query) if emb is not None else None
         stamp = self.dense.stamp()
         if forward is None or not stamp:
             return
         shas, columns = self._message_matrix(int(stamp["dim"]))
         if shas:
             work = self.dense.after_pass(lambda: top_by_cosine(forward.result()[0], shas, columns, MESSAGE_TOP))
-            self._pending = (query, columns, work)
+            if work is not None:
+                self._pending = (query, columns, work)
+
+    def forget(self) -> None:
+        """Drop cosines started for a search that no lane took (it failed or stopped first)."""
+        self._pending = None
 
     def _top(self, query: str, qv: np.ndarray, shas: list[str], columns: np.ndarray) -> list[tuple[str, float]]:
-        """:func:`top_by_cosine` of an unfiltered search: :meth:`begin`'s when it ran for this query and matrix."""
+        """:func:`top_by_cosine` of an unfiltered search: :meth:`begin`'s when it ran for this query and matrix
+        (and did not fail: then they are computed here, as they would have been)."""
         pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == query and pending[1] is columns:
-            return pending[2].result()
+        if pending is not None and pending[0] == query and pending[1] is columns and pending[2].exception() is None:
+            started: list[tuple[str, float]] = pending[2].result()
+            return started
         return top_by_cosine(qv, shas, columns, MESSAGE_TOP)
 
     def rank(
