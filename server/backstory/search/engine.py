@@ -297,7 +297,7 @@ class Engine:
         with self._lock:  # the commit-text cache
             searcher = searcher if searcher is not None else self._text_index().searcher()
             messages = not self._no_messages()
-            return self.second_stage.features(query, top, rerank, commit_scores, searcher, messages, needed)
+            return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))

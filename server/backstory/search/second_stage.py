@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import tantivy
 
 from ..index.catalog import Catalog
-from .features import FEATURES
 from .fusion import FusedCommit
 from .options import Cancelled, SearchCancelled, SearchOptions
 from .recency import apply_recency, calibrated, recency_factor
@@ -126,19 +125,6 @@ class SecondStage:
         final.sort(key=lambda t: (-round(t[0], 9), t[1]))
         return Ranked(top, commits, final, factors, rerank_scores, learned_scores, decided)
 
-    def features(
-        self,
-        query: str,
-        top: list[FusedCommit],
-        rerank: dict[str, float],
-        commit_scores: Mapping[str, Mapping[str, float]],
-        searcher: tantivy.Searcher,
-        messages: bool,
-        needed: Collection[str] = FEATURES,
-    ) -> list[list[float]]:
-        """The learned second stage's feature rows for ``top`` (see :meth:`.Engine.candidate_features`)."""
-        return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
-
     def _learned(
         self,
         query: str,
@@ -154,6 +140,6 @@ class SecondStage:
         messages = not no_messages
 
         def rows(needed: Collection[str]) -> list[list[float]]:
-            return self.features(query, top, rerank, commit_scores, searcher, messages, needed)
+            return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
 
         return self.ordering.scores(top, rows, model_id, meta, messages=messages)
