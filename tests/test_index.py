@@ -80,6 +80,9 @@ def test_reset_and_amend_purge_unreachable_commits(sample) -> None:
     db = sqlite3.connect(store_for(open_repo(path)).db_path)
     assert db.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 4
     assert db.execute("SELECT COUNT(*) FROM hunks").fetchone()[0] == _doc_count(path)
+    # the second stage's stored text goes with its commit (index/commit_terms.py)
+    stored = {r[0] for r in db.execute("SELECT sha FROM commit_terms")}
+    assert stored == {r[0] for r in db.execute("SELECT sha FROM commits WHERE n_hunks > 0")} and len(stored) == 4
 
 
 def test_hunk_rows_carry_their_files_commit_and_paths_through_a_purge(tmp_path) -> None:

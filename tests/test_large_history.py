@@ -28,8 +28,9 @@ from backstory.history.libgit import walk
 from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit
 from backstory.history.repo import head_sha, open_repo
-from backstory.index import merge_diffs, symbols_phase
+from backstory.index import commit_terms, merge_diffs, symbols_phase
 from backstory.index.build import index_repository
+from backstory.index.catalog import Catalog
 from backstory.index.store import Store
 from backstory.index.text_index import open_index, search_lane
 from backstory.search.engine import Engine
@@ -261,6 +262,19 @@ def test_symbols_phase_matches_one_pass(phased: Path, one_pass: Path) -> None:
     assert a == b
     assert sum(1 for r in a if r[3] != "[]") > len(a) // 2  # most hunks sit in a definition
     assert not _db(phased).execute("SELECT 1 FROM files WHERE parsed=?", (symbols_phase.PENDING,)).fetchone()
+
+
+def test_stored_commit_terms_match_the_catalogue_and_one_pass(phased: Path, one_pass: Path) -> None:
+    """The second stage's stored text of each commit (analysed in the reader processes) is what analysing the
+    catalogue's excerpts gives, and what a one-process build stored; every commit with hunks has it."""
+    catalog = Catalog.of(Store(phased))
+    rows = dict(_db(phased).execute("SELECT sha, data FROM commit_terms"))
+    assert set(rows) == {r[0] for r in _db(phased).execute("SELECT sha FROM commits WHERE n_hunks > 0")}
+    assert rows == dict(_db(one_pass).execute("SELECT sha, data FROM commit_terms"))
+    for sha in sorted(rows)[::7]:
+        excerpts = [text for _path, text, _symbols in catalog.commit_hunk_texts(sha, commit_terms.MAX_HUNKS)]
+        subject, body = (catalog.message_row(sha) or (0, "", ""))[1:]
+        assert commit_terms.unpack(rows[sha]) == commit_terms.commit_terms(excerpts, subject, body)
 
 
 def test_symbols_phase_matches_a_slow_sequential_read(big_repo: Path, phased: Path) -> None:

@@ -137,20 +137,6 @@ def test_gather_counts_query_terms_by_line_kind_in_a_real_catalogue(tmp_path: Pa
     assert ct.length["add"] > 0 and ct.length["rem"] == 0
 
 
-def test_gather_reads_at_most_max_hunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    repo = GitRepo(tmp_path / "r")
-    repo.commit("Start", {f"m{i}.py": f"x{i} = 0\n" for i in range(5)})
-    sha = repo.commit("Bump all", {f"m{i}.py": f"x{i} = 1\n" for i in range(5)})
-    index_repository(repo.path, options=BuildOptions(no_messages=True))
-    store = store_for(open_repo(repo.path))
-    q = features.query_info("bump", lambda t: 1, 10)
-    every = features.gather(Catalog.of(store), [sha], q)[sha]
-    monkeypatch.setattr(features, "MAX_HUNKS", 2)
-    capped = features.gather(Catalog.of(store), [sha], q)[sha]
-    assert capped.n_hunks == every.n_hunks == 5 and len(capped.files) == 5  # counts come from the catalogue
-    assert capped.length["add"] > 0 and capped.length["add"] * 5 == every.length["add"] * 2  # 2 of 5 alike hunks
-
-
 def test_linear_ranker_scores_the_logistic_of_standardised_features() -> None:
     n = len(FEATURES)
     ranker = learned.LinearRanker("t", FEATURES, (1.0,) * n, (2.0,) * n, (1.0,) + (0.0,) * (n - 1), bias=0.5)

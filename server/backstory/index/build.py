@@ -24,7 +24,7 @@ from ..history import libgit
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import integrity, memory, merge_diffs, relations, symbols_phase
+from . import commit_terms, integrity, memory, merge_diffs, relations, symbols_phase
 from .catalog import Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
@@ -253,6 +253,9 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled and options.symbols:
             symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
+        if not report.cancelled and store.get_state(commit_terms.STATE) != commit_terms.VERSION:
+            commit_terms.fill_missing(store, cancel)  # an index built before these rows were: once, not each run
+            report.cancelled = cancel is not None and cancel.is_set()
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
@@ -291,6 +294,7 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
             db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
             db.execute("DELETE FROM hunks WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
             db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
+            db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
         relations.purge(db, shas)
         # files of purged commits stay as tombstones (embedded=-1) until the dense phase removes their vectors
@@ -381,6 +385,10 @@ def _write_batch(
             [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
         )
         relations.record(db, infos, [(cd.commit.sha, prepared(cd, options.no_messages).patch) for cd in diffs])
+        db.executemany(  # OR REPLACE: a killed run may have stored them
+            "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)",
+            [(cd.commit.sha, terms) for cd in diffs if (terms := prepared(cd, options.no_messages).terms) is not None],
+        )
         marks = []
         for b in batch:
             cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}

@@ -290,6 +290,22 @@ class Catalog:
         )
         return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
 
+    def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:
+        """(path, symbols JSON) of a commit's first ``limit`` hunks, as :meth:`commit_hunk_texts` orders them,
+        without their excerpts."""
+        sql = (
+            "SELECT f.path, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
+            " ORDER BY f.fid, h.uid LIMIT ?"
+        )
+        return [(r[0], r[1]) for r in self._db.execute(sql, (sha, limit))]
+
+    def commit_terms(self, sha: str) -> tuple[int, bytes | None] | None:
+        """(indexed hunk count, stored analysed text or None) of a commit (`index.commit_terms`), or None when
+        the commit is not catalogued."""
+        sql = "SELECT c.n_hunks, t.data FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha WHERE c.sha=?"
+        row = self._db.execute(sql, (sha,)).fetchone()
+        return None if row is None else (int(row[0]), None if row[1] is None else bytes(row[1]))
+
     def path_changes(self, path: str) -> dict[str, tuple[str, str, list[Any]]]:
         """Non-merge commits that changed ``path``: sha -> (change kind, old path, hunk shapes), one query.
 

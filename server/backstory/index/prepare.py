@@ -4,7 +4,8 @@ On a long history the writer (one process: SQLite and Tantivy) was the bottlenec
 most of its time was Python text work, not I/O: rewriting every hunk's text for the analyzer (`code_text`,
 11.8 s of 62 s on git/git's first 20,000 commits) and hashing patches for the relations (7.5 s); compressing
 the excerpts the catalogue stores is the same kind of work. All depend on the commit alone, so the readers do
-them in parallel and the writer only adds documents and rows.
+them in parallel and the writer only adds documents and rows. Analysing each commit's text for the second stage
+(`commit_terms`) is such work too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..history.model import CommitDiff
+from . import commit_terms
 from .analyzer import code_text
 from .relations import patch_ids
 from .store import pack_text
@@ -31,6 +33,7 @@ class Prepared:
     message: str
     files: tuple[FileTexts, ...]
     patch: tuple[str, str] | None  # (forward, inverse) patch ids (`relations.patch_ids`)
+    terms: bytes | None  # the analysed text the second stage reads (`commit_terms.pack`); None without hunks
 
 
 def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False) -> Prepared:
@@ -47,12 +50,15 @@ def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False) -> 
         )
         for f in cd.files
     )
-    patch = None
+    patch = terms = None
     if not documents_only:
         patch = patch_ids(
             (f.path, f.old_path, [(h.ops, h.changed_text.split("\n")) for h in f.hunks]) for f in cd.files if f.hunks
         )
-    return Prepared("" if no_messages else code_text(f"{c.subject}\n{c.body}"), files, patch)
+        if any(f.hunks for f in cd.files):
+            excerpts = (h.excerpt for f in cd.files for h in f.hunks)  # the first MAX_HUNKS are read
+            terms = commit_terms.pack(commit_terms.commit_terms(excerpts, c.subject, c.body))
+    return Prepared("" if no_messages else code_text(f"{c.subject}\n{c.body}"), files, patch, terms)
 
 
 def prepared(cd: CommitDiff, no_messages: bool) -> Prepared:

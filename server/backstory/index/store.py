@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS merge_paths (
 CREATE INDEX IF NOT EXISTS merge_paths_path ON merge_paths(path);
 CREATE INDEX IF NOT EXISTS merge_paths_sha ON merge_paths(sha);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- each commit's analysed text for the second stage (index/commit_terms.py); an index built before it has none
+-- and the search computes them from the excerpts
+CREATE TABLE IF NOT EXISTS commit_terms (sha TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 

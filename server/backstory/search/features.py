@@ -3,9 +3,9 @@
 
 Why whole-commit statistics: every lane scores hunks (or files) and a commit inherits its best one, so a
 commit whose changes match the query *across* several hunks, or that only matches in context lines or in
-removed code, looks the same as one that matches once. The second stage reads the candidate's hunks again
-(at most :data:`MAX_HUNKS` of them, so one huge commit costs no more than that) and counts query terms in
-added, removed and context lines, in paths and symbols, and the query's identifier-like words verbatim.
+removed code, looks the same as one that matches once. The second stage reads the candidate's analysed text
+(that of its first hunks, stored at index time: `index.commit_terms`) and counts query terms in added, removed
+and context lines, in paths and symbols, and the query's identifier-like words verbatim.
 
 Why message features: where the index holds messages (the default), the keyword message lane's rank, how much of
 the query the commit's subject and body cover, and the message embedding lane's cosine and rank are evidence of
@@ -24,14 +24,17 @@ the arithmetic unit-testable and lets the training tool record exactly the rows 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
-from ..index.analyzer import query_terms, term_counts, term_set
+from ..index import commit_terms
+from ..index.analyzer import query_terms, term_set
 from ..index.catalog import Catalog
 
 #: Order matters: the learned model's weights are stored against these names (models/data/second_stage.json).
@@ -77,7 +80,6 @@ WITHOUT_HUNKS = frozenset((
     "fused", "maxsim", "centroid", "dense_rank", "message_rank", "cover_message", "fix_x_fused", "message_cosine",
     "message_dense_rank", "subject_match",
 ))  # fmt: skip
-MAX_HUNKS = 40
 BM25_K1, BM25_B, BM25_AVG_LEN = 1.2, 0.75, 200.0
 DOCS = re.compile(
     r"(^|/)(docs?|documentation)/|(^|/)(CHANGES|CHANGELOG|HISTORY|NEWS|AUTHORS|README)[^/]*$|\.(md|rst|txt|adoc)$",
@@ -117,7 +119,7 @@ class QueryInfo:
 
 @dataclass
 class CommitText:
-    """Query-term statistics of one commit's (first :data:`MAX_HUNKS`) hunks."""
+    """Query-term statistics of one commit's first hunks (`index.commit_terms.MAX_HUNKS`)."""
 
     n_hunks: int
     files: list[str]
@@ -137,9 +139,9 @@ class CommitTokens:
     n_hunks: int
     files: tuple[str, ...]
     counts: dict[str, Counter[str]]  # "add" / "rem" -> term counts of the added / removed lines
-    context: frozenset[str]  # terms of the context lines: no feature counts them, only whether a term is there
+    context: frozenset[str]  # terms of the context lines no changed line has: no feature counts them
     names: frozenset[str]  # terms of paths and touched symbols
-    changed: str  # the changed lines as written, for verbatim identifier matches
+    changed: str  # the changed lines' distinct words as written, for verbatim identifier matches
     message: frozenset[str] = frozenset()  # terms of the subject and body
     subject: frozenset[str] = frozenset()  # terms of the subject alone
 
@@ -174,55 +176,41 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
     )  # fmt: skip
 
 
-def _commit_row(catalog: Catalog, sha: str) -> tuple[int, frozenset[str], frozenset[str]]:
-    """The commit's indexed hunk count, the terms of its subject and body, and those of its subject alone (0
-    and none when unknown)."""
-    row = catalog.message_row(sha)
-    if row is None:
-        return 0, frozenset(), frozenset()
-    subject = term_set(row[1])
-    return row[0], subject | term_set(row[2]), subject
-
-
-#: An excerpt's added, removed and context lines, each without its first character (regular expressions: a
-#: Python loop over the lines cost as much as analysing them)
-_LINE_KINDS = (
-    ("add", re.compile(r"^\+(.*)$", re.M)),
-    ("rem", re.compile(r"^-(.*)$", re.M)),
-    ("ctx", re.compile(r"^(?!@@|[+-]).?(.*)$", re.M)),
-)
-
-
 def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
-    """Read one commit's files and first :data:`MAX_HUNKS` hunks from the catalogue and analyse them."""
-    n_hunks, message, subject = _commit_row(catalog, sha)
-    files = tuple(catalog.commit_paths(sha))
-    lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
-    names: list[str] = []
-    for path, excerpt, symbols in catalog.commit_hunk_texts(sha, MAX_HUNKS):
-        names += [path, *(s[0] for s in json.loads(symbols))]
-        for kind, pattern in _LINE_KINDS:  # each line without its first character; not the "@@" header
-            lines[kind] += pattern.findall(excerpt)
+    """One commit's analysed text: its stored :class:`~backstory.index.commit_terms.CommitTerms` (computed from
+    the catalogue's excerpts when the index has none for it), its files, and the terms of the paths and
+    symbols of its first hunks, read now (symbols arrive after the commit's text was
+    stored)."""
+    row = catalog.commit_terms(sha)
+    if row is None:
+        return message_tokens(catalog, sha)  # not an indexed commit
+    n_hunks, packed = row
+    hunks = catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)
+    terms = None
+    if packed is not None:
+        with contextlib.suppress(ValueError):  # a damaged row: the excerpts say the same
+            terms = commit_terms.unpack(packed)
+    if terms is None:
+        message = catalog.message_row(sha) or (0, "", "")
+        excerpts = (text for _path, text, _symbols in catalog.commit_hunk_texts(sha, commit_terms.MAX_HUNKS))
+        terms = commit_terms.commit_terms(excerpts, message[1], message[2])
+    names = " ".join(chain.from_iterable((path, *(s[0] for s in json.loads(symbols))) for path, symbols in hunks))
     return CommitTokens(
-        n_hunks=n_hunks,
-        files=files,
-        counts={kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem")},
-        context=term_set("\n".join(lines["ctx"])),
-        names=term_set(" ".join(names)),
-        changed="\n".join(lines["add"] + lines["rem"]),
-        message=message,
-        subject=subject,
-    )
+        n_hunks=n_hunks, files=tuple(catalog.commit_paths(sha)), counts=terms.counts, context=terms.context,
+        names=term_set(names), changed=terms.changed, message=terms.message, subject=terms.subject,
+    )  # fmt: skip
 
 
 def message_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     """Only the commit's message and hunk count (no hunks read): for a model whose features are all in
     :data:`WITHOUT_HUNKS`; the features outside it are not meaningful from these."""
-    n_hunks, message, subject = _commit_row(catalog, sha)
+    row = catalog.message_row(sha)
+    n_hunks, subject, body = row if row is not None else (0, "", "")
+    subject_terms = term_set(subject)
     empty: Counter[str] = Counter()
     return CommitTokens(
         n_hunks=n_hunks, files=(), counts={"add": empty, "rem": empty}, context=frozenset(), names=frozenset(),
-        changed="", message=message, subject=subject,
+        changed="", message=subject_terms | term_set(body), subject=subject_terms,
     )  # fmt: skip
 
 

@@ -1,0 +1,134 @@
+"""Each commit's analysed text, stored at index time for the second stage (`index.commit_terms`): the stored
+form gives exactly what reading the catalogue's excerpts gives, for every feature, and a missing or damaged row
+loses nothing (the search computes it again)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from backstory.history.repo import open_repo
+from backstory.index import commit_terms
+from backstory.index.build import BuildOptions, index_repository, store_for
+from backstory.index.catalog import Catalog
+from backstory.search import features
+from gitrepo import GitRepo
+
+POLL = "import time\n\ndef poll(job):\n    return job.result()\n"
+QUERIES = ("use time.sleep in poll", "Back off the retry loop", "remove job.result()", "README typo", "x3 = 3.7")
+
+
+def _history(tmp_path: Path) -> tuple[GitRepo, list[str]]:
+    repo = GitRepo(tmp_path / "r")
+    shas = [
+        repo.commit("Start", {"jobs/poll.py": POLL, "README.md": "# Jobs\n\nPoll them.\n"}),
+        repo.commit(
+            "Back off\n\nSleep between polls, so the retry loop does not spin.",
+            {"jobs/poll.py": POLL.replace("    return", "    time.sleep(1)\n    return")},
+        ),
+        repo.commit("Fix the README typo", {"README.md": "# Jobs\n\nPoll them, with back-off.\n"}),
+        repo.commit("Drop the result call", {"jobs/poll.py": "import time\n\ndef poll(job):\n    time.sleep(1)\n"}),
+        repo.commit("Versions", {f"v{i}.py": f"x{i} = 3.{i}\nx{i}b = 3.70\n" for i in range(6)}),
+    ]
+    return repo, shas
+
+
+def _gathered(store_path: Path, shas: list[str]) -> list[dict[str, features.CommitText]]:
+    db = Catalog.of(store_for(open_repo(store_path)))
+    return [features.gather(db, shas, features.query_info(q, lambda t: 1, 10), messages=True) for q in QUERIES]
+
+
+@pytest.mark.parametrize("no_messages", [False, True])
+def test_stored_terms_give_what_the_excerpts_give(tmp_path: Path, no_messages: bool) -> None:
+    repo, shas = _history(tmp_path)
+    index_repository(repo.path, options=BuildOptions(no_messages=no_messages))
+    store = store_for(open_repo(repo.path))
+    db = Catalog.of(store)
+    for sha in shas:
+        n_hunks, packed = db.commit_terms(sha) or (0, None)
+        assert packed is not None and n_hunks > 0
+        excerpts = [text for _path, text, _symbols in db.commit_hunk_texts(sha, commit_terms.MAX_HUNKS)]
+        subject, body = (db.message_row(sha) or (0, "", ""))[1:]
+        assert commit_terms.unpack(packed) == commit_terms.commit_terms(excerpts, subject, body)
+    stored = _gathered(repo.path, shas)
+    assert stored[0][shas[1]].identifiers == {"time.sleep"} and "sleep" in stored[0][shas[1]].tf["add"]
+    assert stored[2][shas[3]].identifiers == {"job.result"}
+    assert "3.7" not in stored[4][shas[4]].identifiers  # only "3.70" and "3.0".."3.5" were written
+    assert "retri" in stored[1][shas[1]].seen_message and "retri" not in stored[1][shas[1]].seen  # stemmed
+    with sqlite3.connect(store.db_path) as conn:  # an index built before the rows existed: computed again
+        conn.execute("DELETE FROM commit_terms")
+    assert _gathered(repo.path, shas) == stored
+
+
+def test_a_damaged_row_is_computed_again(tmp_path: Path) -> None:
+    repo, shas = _history(tmp_path)
+    index_repository(repo.path)
+    store = store_for(open_repo(repo.path))
+    before = _gathered(repo.path, shas)
+    with sqlite3.connect(store.db_path) as conn:
+        conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (b"not zlib", shas[1]))
+        conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (commit_terms.zlib.compress(b"[1, 2]"), shas[2]))
+    assert _gathered(repo.path, shas) == before
+    with pytest.raises(ValueError, match="not a stored commit text"):
+        commit_terms.unpack(b"not zlib")
+
+
+def test_only_the_first_hunks_are_analysed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("Start", {f"m{i}.py": f"x{i} = 0\n" for i in range(5)})
+    sha = repo.commit("Bump all", {f"m{i}.py": f"x{i} = 1\n" for i in range(5)})
+    q = features.query_info("bump", lambda t: 1, 10)
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    every = features.gather(Catalog.of(store_for(open_repo(repo.path))), [sha], q)[sha]
+    monkeypatch.setattr(commit_terms, "MAX_HUNKS", 2)
+    index_repository(repo.path, options=BuildOptions(no_messages=True), rebuild=True)
+    capped = features.gather(Catalog.of(store_for(open_repo(repo.path))), [sha], q)[sha]
+    assert capped.n_hunks == every.n_hunks == 5 and len(capped.files) == 5  # counts come from the catalogue
+    assert capped.length["add"] > 0 and capped.length["add"] * 5 == every.length["add"] * 2  # 2 of 5 alike hunks
+
+
+def test_distinct_words_match_verbatim_as_the_whole_text_does() -> None:
+    text = "+    frame.set_next(tb)  # set_next\n-reset_next()\n+python_requires >= 3.7\n+x = 13.7 + 3.70\n+a.b."
+    # the added lines, then the removed ones, as the second stage used to join them
+    lines = [ln[1:] for ln in text.split("\n") if ln[0] == "+"] + [ln[1:] for ln in text.split("\n") if ln[0] == "-"]
+    words = commit_terms.commit_terms([f"@@ -1 +1 @@\n{text}"], "", "").changed
+    assert words.split("\n") == list(dict.fromkeys(w for line in lines for w in line.split()))
+    for word in ("set_next", "set_next(tb)", "3.7", "13.7", "3.70", "a.b", "reset_next", "tb", "x", "next", "3"):
+        assert features.verbatim(word, words) == features.verbatim(word, "\n".join(lines)), word
+
+
+def test_the_stored_form_is_deterministic_and_round_trips() -> None:
+    excerpt = "@@ -1,2 +1,2 @@\n def poll(job):\n-    return job.result()\n+    return job.result(timeout=5)\n"
+    terms = commit_terms.commit_terms([excerpt], "Poll with a timeout", "Jobs hung forever.")
+    assert commit_terms.pack(terms) == commit_terms.pack(
+        commit_terms.commit_terms([excerpt], *("Poll with a timeout", "Jobs hung forever."))
+    )
+    assert commit_terms.unpack(commit_terms.pack(terms)) == terms
+    assert terms.counts["add"]["timeout"] == 1 and "poll" in terms.context and "result" not in terms.context
+    assert "hung" in terms.message and "hung" not in terms.subject
+
+
+def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, shas = _history(tmp_path)
+    index_repository(repo.path)
+    store = store_for(open_repo(repo.path))
+    with sqlite3.connect(store.db_path) as conn:
+        built = dict(conn.execute("SELECT sha, data FROM commit_terms"))
+        conn.execute("DELETE FROM commit_terms")  # as an index built before the rows existed
+        conn.execute("DELETE FROM state WHERE key=?", (commit_terms.STATE,))
+    cancel = threading.Event()
+    monkeypatch.setattr(commit_terms, "FILL_BATCH", 2)
+    real_pack = commit_terms.pack
+    monkeypatch.setattr(commit_terms, "pack", lambda t: (cancel.set(), real_pack(t))[1])
+    assert commit_terms.fill_missing(store, cancel) == 2  # a cancelled fill keeps its first batch, newest first
+    with sqlite3.connect(store.db_path) as conn:
+        assert {r[0] for r in conn.execute("SELECT sha FROM commit_terms")} == set(shas[-2:])
+        assert conn.execute("SELECT 1 FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() is None
+    monkeypatch.setattr(commit_terms, "pack", real_pack)
+    index_repository(repo.path)  # nothing new to index: the run stores the rest
+    with sqlite3.connect(store.db_path) as conn:
+        assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
+        assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("1",)
