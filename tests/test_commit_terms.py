@@ -15,6 +15,8 @@ from backstory.index import commit_terms
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.catalog import Catalog
 from backstory.search import features
+from backstory.search.engine import Engine
+from backstory.search.fusion import FusedCommit
 from gitrepo import GitRepo
 
 POLL = "import time\n\ndef poll(job):\n    return job.result()\n"
@@ -71,9 +73,13 @@ def test_a_damaged_row_is_computed_again(tmp_path: Path) -> None:
     with sqlite3.connect(store.db_path) as conn:
         conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (b"not zlib", shas[1]))
         conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (commit_terms.zlib.compress(b"[1, 2]"), shas[2]))
+        wrong = commit_terms.zlib.compress(b'[{"a": "x"}, {}, [], "", [], []]')  # parses, but counts are text
+        conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (wrong, shas[3]))
+        conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", ("text, not bytes", shas[4]))
     assert _gathered(repo.path, shas) == before
-    with pytest.raises(ValueError, match="not a stored commit text"):
-        commit_terms.unpack(b"not zlib")
+    for data in (b"not zlib", wrong, commit_terms.zlib.compress(b'[{}, {}, [], "abc", "abcdef", []]')):
+        with pytest.raises(ValueError, match="not a stored commit text"):
+            commit_terms.unpack(data)
 
 
 def test_only_the_first_hunks_are_analysed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,3 +138,27 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     with sqlite3.connect(store.db_path) as conn:
         assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
         assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("1",)
+
+
+def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(tmp_path: Path) -> None:
+    """The second stage caches each commit's text; symbols attached later (the symbols phase, another process)
+    must reach it, as they would a new engine."""
+    repo, shas = _history(tmp_path)
+    index_repository(repo.path, options=BuildOptions(symbols=False))
+    engine = Engine(repo.path)
+    fused = [FusedCommit(sha=shas[1], fused=1.0, lanes={})]
+
+    def names() -> float:
+        row = engine.candidate_features("backoff_delay", fused, {}, {})[0]
+        return row[features.FEATURES.index("cover_names")]
+
+    assert names() == 0.0 and names() == 0.0  # the second from the cache
+    with sqlite3.connect(store_for(open_repo(repo.path)).db_path) as conn:
+        conn.execute("UPDATE hunks SET symbols=?", ('[["backoff_delay", "function", 3, 5]]',))
+    assert names() > 0.0
+    assert (
+        names()
+        == Engine(repo.path).candidate_features("backoff_delay", fused, {}, {})[0][
+            features.FEATURES.index("cover_names")
+        ]
+    )

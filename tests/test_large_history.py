@@ -28,11 +28,13 @@ from backstory.history.libgit import walk
 from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit
 from backstory.history.repo import head_sha, open_repo
-from backstory.index import commit_terms, merge_diffs, symbols_phase
+from backstory.index import merge_diffs, symbols_phase
+from backstory.index.analyzer import term_counts, term_set
 from backstory.index.build import index_repository
 from backstory.index.catalog import Catalog
 from backstory.index.store import Store
 from backstory.index.text_index import open_index, search_lane
+from backstory.search import features
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 
@@ -264,17 +266,48 @@ def test_symbols_phase_matches_one_pass(phased: Path, one_pass: Path) -> None:
     assert not _db(phased).execute("SELECT 1 FROM files WHERE parsed=?", (symbols_phase.PENDING,)).fetchone()
 
 
-def test_stored_commit_terms_match_the_catalogue_and_one_pass(phased: Path, one_pass: Path) -> None:
-    """The second stage's stored text of each commit (analysed in the reader processes) is what analysing the
-    catalogue's excerpts gives, and what a one-process build stored; every commit with hunks has it."""
+def _tokens_as_before(catalog: Catalog, sha: str) -> features.CommitTokens:
+    """The second stage's view of a commit as the search computed it before the analysed text was stored at
+    index time (kept here as the reference): the whole changed lines, every context term."""
+    row = catalog.message_row(sha)
+    n_hunks, subject, body = row if row is not None else (0, "", "")
+    lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
+    names: list[str] = []
+    kinds = (("add", r"^\+(.*)$"), ("rem", r"^-(.*)$"), ("ctx", r"^(?!@@|[+-]).?(.*)$"))
+    for path, excerpt, symbols in catalog.commit_hunk_texts(sha, 40):
+        names += [path, *(s[0] for s in json.loads(symbols))]
+        for kind, pattern in kinds:
+            lines[kind] += re.findall(pattern, excerpt, re.M)
+    return features.CommitTokens(
+        n_hunks=n_hunks,
+        files=tuple(catalog.commit_paths(sha)),
+        counts={kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem")},
+        context=term_set("\n".join(lines["ctx"])),
+        names=term_set(" ".join(names)),
+        changed="\n".join(lines["add"] + lines["rem"]),
+        message=term_set(subject) | term_set(body),
+        subject=term_set(subject),
+    )
+
+
+def test_stored_commit_terms_give_the_features_computed_before(phased: Path, one_pass: Path) -> None:
+    """The second stage's stored text of each commit (analysed in the reader processes) gives every feature the
+    search computed from the catalogue's excerpts before it was stored, and what a one-process build stored;
+    every commit with hunks has it."""
     catalog = Catalog.of(Store(phased))
     rows = dict(_db(phased).execute("SELECT sha, data FROM commit_terms"))
     assert set(rows) == {r[0] for r in _db(phased).execute("SELECT sha FROM commits WHERE n_hunks > 0")}
     assert rows == dict(_db(one_pass).execute("SELECT sha, data FROM commit_terms"))
-    for sha in sorted(rows)[::7]:
-        excerpts = [text for _path, text, _symbols in catalog.commit_hunk_texts(sha, commit_terms.MAX_HUNKS)]
-        subject, body = (catalog.message_row(sha) or (0, "", ""))[1:]
-        assert commit_terms.unpack(rows[sha]) == commit_terms.commit_terms(excerpts, subject, body)
+    shas = sorted(rows)[::5]
+    queries = [
+        "adjust the buffer cache", "rename parse", "x * 3", "return x + 4", "static int", "cache.h",
+        f"{WORDS[0]}_{WORDS[1]}_2", "remove retry_socket", "def stream", "fix the queue",
+    ]  # fmt: skip
+    for query in queries:
+        q = features.query_info(query, lambda t: 1, 10)
+        before = {sha: features.commit_text(_tokens_as_before(catalog, sha), q, messages=True) for sha in shas}
+        assert features.gather(catalog, shas, q, messages=True) == before, query
+    assert sum(1 for sha in shas if features.gather(catalog, [sha], q, messages=True)[sha].seen) > 10
 
 
 def test_symbols_phase_matches_a_slow_sequential_read(big_repo: Path, phased: Path) -> None:

@@ -254,8 +254,9 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled and store.get_state(commit_terms.STATE) != commit_terms.VERSION:
-            commit_terms.fill_missing(store, cancel)  # an index built before these rows were: once, not each run
-            report.cancelled = cancel is not None and cancel.is_set()
+            # an index built before these rows were: once, not each run; the history is complete either way
+            # (cancelled, the next run stores the rest)
+            commit_terms.fill_missing(store, cancel)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
@@ -385,8 +386,8 @@ def _write_batch(
             [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
         )
         relations.record(db, infos, [(cd.commit.sha, prepared(cd, options.no_messages).patch) for cd in diffs])
-        db.executemany(  # OR REPLACE: a killed run may have stored them
-            "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)",
+        db.executemany(
+            commit_terms.STORE_ROWS,
             [(cd.commit.sha, terms) for cd in diffs if (terms := prepared(cd, options.no_messages).terms) is not None],
         )
         marks = []

@@ -304,7 +304,9 @@ class Catalog:
         the commit is not catalogued."""
         sql = "SELECT c.n_hunks, t.data FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha WHERE c.sha=?"
         row = self._db.execute(sql, (sha,)).fetchone()
-        return None if row is None else (int(row[0]), None if row[1] is None else bytes(row[1]))
+        if row is None:
+            return None
+        return int(row[0]), row[1] if isinstance(row[1], bytes) else None  # not bytes: damaged, computed again
 
     def path_changes(self, path: str) -> dict[str, tuple[str, str, list[Any]]]:
         """Non-merge commits that changed ``path``: sha -> (change kind, old path, hunk shapes), one query.

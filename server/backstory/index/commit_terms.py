@@ -86,7 +86,8 @@ def pack(terms: CommitTerms) -> bytes:
         sorted(terms.subject),
         sorted(terms.message - terms.subject),
     ]
-    return zlib.compress(json.dumps(data, separators=(",", ":")).encode("utf-8", "surrogatepass"), 6)
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
 
 
 def unpack(data: bytes) -> CommitTerms:
@@ -96,27 +97,41 @@ def unpack(data: bytes) -> CommitTerms:
         added, removed, context, changed, subject, body = json.loads(
             zlib.decompress(data).decode("utf-8", "surrogatepass")
         )
-        subject_terms = frozenset(subject)
-        terms = CommitTerms(
-            {"add": Counter(added), "rem": Counter(removed)},
-            frozenset(context),
-            str(changed),
-            subject_terms | frozenset(body),
-            subject_terms,
-        )
-    except (zlib.error, ValueError, TypeError) as e:
+        if not (_counts(added) and _counts(removed) and _words(context) and _words(subject) and _words(body)):
+            raise ValueError("a field of the wrong type")
+        if not isinstance(changed, str):
+            raise ValueError("the changed words are not text")
+    except (zlib.error, ValueError, TypeError, RecursionError) as e:
         raise ValueError(f"not a stored commit text ({e})") from None
-    return terms
+    subject_terms = frozenset(subject)
+    return CommitTerms(
+        {"add": Counter(added), "rem": Counter(removed)},
+        frozenset(context),
+        changed,
+        subject_terms | frozenset(body),
+        subject_terms,
+    )
+
+
+def _counts(value: object) -> bool:
+    return isinstance(value, dict) and all(type(n) is int for n in value.values())  # keys: JSON's are text
+
+
+def _words(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(w, str) for w in value)
 
 
 _MISSING = (
-    "SELECT c.sha, c.subject, c.body FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha"
+    "SELECT c.sha FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha"
     " WHERE c.state = 'indexed' AND c.n_hunks > 0 AND t.sha IS NULL ORDER BY c.commit_time DESC, c.sha"
 )
-#: a commit's first hunks in catalogue order (`Catalog.commit_hunk_texts`)
-_EXCERPTS = "SELECT h.excerpt FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=? ORDER BY f.fid, h.uid LIMIT ?"
+#: how the writer and :func:`fill_missing` store a row (OR REPLACE: a commit written again keeps one row)
+STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
 FILL_BATCH = 256
-#: the state key saying every indexed commit has its row (new ones get theirs as they are written)
+#: the state key saying every indexed commit had its row when it was set; new commits get theirs as they are
+#: written. Only missing rows are ever filled: a new VERSION would not rewrite stored ones (a change to the
+#: stored form needs a schema change), and a commit an older backstory wrote after it was set keeps no row
+#: (its search computes the terms, the same ones)
 STATE, VERSION = "commit_terms", "1"
 
 
@@ -124,8 +139,10 @@ def fill_missing(store: Store, cancel: threading.Event | None = None) -> int:
     """Store the rows indexed commits lack (an index built before they existed), newest first, from the
     catalogue's excerpts, a short transaction per :data:`FILL_BATCH` commits so that a search reads the
     catalogue meanwhile and a cancelled run keeps what it stored. Returns how many were stored."""
-    db = store.db
-    todo = [(str(r[0]), str(r[1]), str(r[2])) for r in db.execute(_MISSING)]
+    from .catalog import Catalog  # not at the top: the reader processes import this module, not the catalogue
+
+    catalog = Catalog.of(store)
+    todo = [str(r[0]) for r in store.db.execute(_MISSING)]
     if todo:
         log.info("storing the analysed text of %d commits indexed before it was stored", len(todo))
     done = 0
@@ -133,11 +150,12 @@ def fill_missing(store: Store, cancel: threading.Event | None = None) -> int:
         if cancel is not None and cancel.is_set():
             break
         rows = []
-        for sha, subject, body in todo[start : start + FILL_BATCH]:
-            excerpts = (str(r[0]) for r in db.execute(_EXCERPTS, (sha, MAX_HUNKS)))
+        for sha in todo[start : start + FILL_BATCH]:
+            _n, subject, body = catalog.message_row(sha) or (0, "", "")
+            excerpts = (text for _path, text, _symbols in catalog.commit_hunk_texts(sha, MAX_HUNKS))
             rows.append((sha, pack(commit_terms(excerpts, subject, body))))
         with store.transaction() as tx:
-            tx.executemany("INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)", rows)
+            tx.executemany(STORE_ROWS, rows)
         done += len(rows)
     if cancel is None or not cancel.is_set():
         with store.transaction() as tx:

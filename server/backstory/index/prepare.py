@@ -33,7 +33,8 @@ class Prepared:
     message: str
     files: tuple[FileTexts, ...]
     patch: tuple[str, str] | None  # (forward, inverse) patch ids (`relations.patch_ids`)
-    terms: bytes | None  # the analysed text the second stage reads (`commit_terms.pack`); None without hunks
+    terms: bytes | None  # the analysed text the second stage reads (`commit_terms.pack`); None without hunks,
+    # and for the symbols phase (``documents_only``: stored by the keyword phase)
 
 
 def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False) -> Prepared:

@@ -68,6 +68,7 @@ class Engine:
         self.messages = MessageLane(self.dense)
         self.rerank = Rerank(self.dense)
         self.ordering = Ordering(self.models.second_stage_path)
+        self._texts_version: tuple[int, int, int] | None = None  # the catalogue its commit-text cache read
         self.graph = Topology(self.store, self.repo, self.catalog)
         self.fresh = Freshness(self.store, self.repo, self.catalog, self.graph, self.dense)
         self.lanes = Lanes(self.catalog, self.dense, self.messages)
@@ -271,6 +272,7 @@ class Engine:
             fused, lanes_used, commit_scores = self.lanes.fused(
                 query, opts, allowed, meta, cancelled, index, self._staging_index(), no_messages
             )
+            self._current_texts()
             ranked = self.second_stage.rank(
                 query, fused, lanes_used, commit_scores, opts, meta, cancelled, index.searcher(), no_messages
             )
@@ -295,9 +297,19 @@ class Engine:
         per-commit scores (the dense lane's centroids, the message lane's cosines), as :meth:`.Lanes.fused`
         returns them; ``searcher``: the snapshot the lanes searched, else the index's latest."""
         with self._lock:  # the commit-text cache
+            self._current_texts()
             searcher = searcher if searcher is not None else self._text_index().searcher()
             messages = not self._no_messages()
             return self.ordering.rows(self.catalog, searcher, query, top, rerank, commit_scores, messages, needed)
+
+    def _current_texts(self) -> None:
+        """Empty the second stage's commit-text cache when the catalogue changed since it was filled: a commit's
+        text is fixed, but the symbols its hunks touch arrive later (the symbols phase), and a long-lived engine
+        must then give what a new one would."""
+        version = self.store.data_version()
+        if version != self._texts_version:
+            self.ordering.texts.clear()
+            self._texts_version = version
 
     def _no_messages(self) -> bool:
         return bool(self.manifest().get("options", {}).get("no_messages"))

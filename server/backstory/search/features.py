@@ -234,9 +234,10 @@ def commit_text(tokens: CommitTokens, q: QueryInfo, messages: bool = False) -> C
 
 class TokenCache:
     """The last ``size`` commits' :class:`CommitTokens` (least recently used out). A commit's text never
-    changes, so only a rebuild (other excerpt options) needs :meth:`clear`. Entries weigh ~3-250 KB (40 KB
-    typical), so the default 512 keeps ~20 MB: the candidates of the last couple of dozen queries, which is
-    what repeated searches and hovers over the same code reuse."""
+    changes, but its hunks' symbols arrive later and a rebuild may store other excerpts: the engine clears the
+    cache when the catalogue changed. Entries weigh ~8-200 KB (15 KB typical on git/git), so the default 512
+    keeps ~10 MB: the candidates of the last couple of dozen queries, which is what repeated searches and
+    hovers over the same code reuse."""
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
