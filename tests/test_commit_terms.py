@@ -4,6 +4,7 @@ loses nothing (the search computes it again)."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
 from pathlib import Path
@@ -96,14 +97,47 @@ def test_only_the_first_hunks_are_analysed(tmp_path: Path, monkeypatch: pytest.M
     assert capped.length["add"] > 0 and capped.length["add"] * 5 == every.length["add"] * 2  # 2 of 5 alike hunks
 
 
-def test_distinct_words_match_verbatim_as_the_whole_text_does() -> None:
+def test_the_stored_words_find_every_identifier_the_whole_text_does() -> None:
+    """``changed`` keeps the distinct code-like words of the changed lines: for every identifier a query can
+    have (features.identifiers), verbatim() answers on it as on the whole changed text (random texts too)."""
     text = "+    frame.set_next(tb)  # set_next\n-reset_next()\n+python_requires >= 3.7\n+x = 13.7 + 3.70\n+a.b."
-    # the added lines, then the removed ones, as the second stage used to join them
-    lines = [ln[1:] for ln in text.split("\n") if ln[0] == "+"] + [ln[1:] for ln in text.split("\n") if ln[0] == "-"]
-    words = commit_terms.commit_terms([f"@@ -1 +1 @@\n{text}"], "", "").changed
-    assert words.split("\n") == list(dict.fromkeys(w for line in lines for w in line.split()))
-    for word in ("set_next", "set_next(tb)", "3.7", "13.7", "3.70", "a.b", "reset_next", "tb", "x", "next", "3"):
-        assert features.verbatim(word, words) == features.verbatim(word, "\n".join(lines)), word
+    added = [ln[1:] for ln in text.split("\n") if ln[0] == "+"]
+    removed = [ln[1:] for ln in text.split("\n") if ln[0] == "-"]
+    words = commit_terms.commit_terms([f"@@ -1 +1 @@\n{text}"], "", "").changed.split("\n")
+    assert words == ["frame.set_next(tb)", "set_next", "python_requires", "3.7", "13.7", "3.70", "a.b.", "reset_next()"]
+    rng = random.Random(3)
+    alphabet = [
+        "set",
+        "_next",
+        "Next",
+        ".",
+        "(",
+        ")",
+        "3",
+        "7",
+        " ",
+        "  ",
+        "\t",
+        "x",
+        "a",
+        "B",
+        "-",
+        ">",
+        "\u2028",
+        ",",
+    ]
+    for _ in range(300):
+        lines = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 4))]
+        excerpt = "@@ -1 +1 @@\n" + "\n".join(rng.choice("+-") + line for line in lines)
+        stored = commit_terms.commit_terms([excerpt], "", "").changed
+        whole = "\n".join(
+            [ln[1:] for ln in excerpt.split("\n")[1:] if ln[0] == "+"]
+            + [ln[1:] for ln in excerpt.split("\n")[1:] if ln[0] == "-"]
+        )
+        for word in features.identifiers(" ".join([*lines, "set_next", "3.7", "a.b", "setNext(", "x3"])):
+            assert features.verbatim(word, stored) == features.verbatim(word, whole), (word, lines)
+    for word in ("set_next", "set_next(tb)", "3.7", "13.7", "3.70", "a.b", "reset_next"):
+        assert features.verbatim(word, "\n".join(words)) == features.verbatim(word, "\n".join(added + removed)), word
 
 
 def test_the_stored_form_is_deterministic_and_round_trips() -> None:

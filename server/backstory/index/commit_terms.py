@@ -45,13 +45,17 @@ _LINE_KINDS = (
 )
 
 
+#: A word that looks like code: a dot, underscore, parenthesis, digit or inner capital (the search's identifiers)
+IDENTIFIER_LIKE = re.compile(r"[_.]|[a-z][A-Z]|\(|\d")
+
+
 @dataclass(frozen=True)
 class CommitTerms:
     """What the second stage needs of one commit's text, independent of any query."""
 
     counts: dict[str, Counter[str]]  # "add" / "rem" -> term counts of the added / removed lines
     context: frozenset[str]  # terms of the context lines that no changed line has (only presence is asked)
-    changed: str  # the changed lines' distinct words as written, one a line, for verbatim identifier matches
+    changed: str  # the changed lines' distinct code-like words as written, one a line (verbatim identifiers)
     message: frozenset[str]  # terms of the subject and body
     subject: frozenset[str]  # terms of the subject alone
 
@@ -60,9 +64,11 @@ def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerm
     """The terms of a commit's first :data:`MAX_HUNKS` hunk excerpts (as the catalogue stores them) and of its
     message.
 
-    ``changed`` keeps each whitespace-separated word once: a query word has no whitespace, so it occurs in
-    the changed lines, bounded as :func:`search.features.verbatim` asks, exactly when it does in one of their
-    words, and repeated code made the full text the largest part of a stored row."""
+    ``changed`` keeps each whitespace-separated word once, and only those that look like code
+    (:data:`IDENTIFIER_LIKE`): the search looks for a query's identifier-like words in it, verbatim and
+    bounded (`search.features.verbatim`). Such a word has no whitespace, so it occurs in the changed lines
+    exactly when it does in one of their words, and that word has the character (or the lower-upper pair)
+    that made the query word look like code, so it is kept. The full text was the largest part of a row."""
     lines: dict[str, list[str]] = {"add": [], "rem": [], "ctx": []}
     for i, excerpt in enumerate(excerpts):
         if i == MAX_HUNKS:
@@ -71,7 +77,7 @@ def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerm
             lines[kind] += pattern.findall(excerpt)
     counts = {kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem")}
     context = term_set("\n".join(lines["ctx"])).difference(counts["add"], counts["rem"])
-    words = dict.fromkeys(w for line in lines["add"] + lines["rem"] for w in line.split())
+    words = dict.fromkeys(w for line in lines["add"] + lines["rem"] for w in line.split() if IDENTIFIER_LIKE.search(w))
     subject_terms = term_set(subject)
     return CommitTerms(counts, context, "\n".join(words), subject_terms | term_set(body), subject_terms)
 
@@ -113,12 +119,12 @@ def unpack(data: bytes) -> CommitTerms:
     )
 
 
-def _counts(value: object) -> bool:
-    return isinstance(value, dict) and all(type(n) is int for n in value.values())  # keys: JSON's are text
+def _counts(value: object) -> bool:  # keys: JSON's are text; the types' set in C, not a Python loop
+    return isinstance(value, dict) and set(map(type, value.values())) <= {int}
 
 
 def _words(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(w, str) for w in value)
+    return isinstance(value, list) and set(map(type, value)) <= {str}
 
 
 _MISSING = (

@@ -102,7 +102,6 @@ DOCS_WORDS = frozenset((
     "docstrings", "comment", "comments", "spelling",
 ))  # fmt: skip
 TEST_WORDS = frozenset(("test", "tests", "testing", "testcase", "spec", "specs", "coverage"))
-_IDENT = re.compile(r"[_.]|[a-z][A-Z]|\(|\d")
 _STRIP = ".,:;()`'\""
 
 
@@ -141,7 +140,7 @@ class CommitTokens:
     counts: dict[str, Counter[str]]  # "add" / "rem" -> term counts of the added / removed lines
     context: frozenset[str]  # terms of the context lines no changed line has: no feature counts them
     names: frozenset[str]  # terms of paths and touched symbols
-    changed: str  # the changed lines' distinct words as written, for verbatim identifier matches
+    changed: str  # the changed lines' distinct code-like words as written, for verbatim identifier matches
     message: frozenset[str] = frozenset()  # terms of the subject and body
     subject: frozenset[str] = frozenset()  # terms of the subject alone
 
@@ -150,7 +149,7 @@ def identifiers(query: str) -> tuple[str, ...]:
     """The query's words that look like code (a dot, underscore, parenthesis, digit or inner capital), edge
     punctuation stripped: the analyzer splits and stems them, so only a verbatim match keeps them whole."""
     words = (w.strip(_STRIP) for w in query.split())
-    return tuple(dict.fromkeys(w for w in words if len(w) > 2 and _IDENT.search(w)))
+    return tuple(dict.fromkeys(w for w in words if len(w) > 2 and commit_terms.IDENTIFIER_LIKE.search(w)))
 
 
 def verbatim(word: str, text: str) -> bool:
