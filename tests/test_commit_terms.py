@@ -168,7 +168,9 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
         assert {r[0] for r in conn.execute("SELECT sha FROM commit_terms")} == set(shas[-2:])
         assert conn.execute("SELECT 1 FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() is None
     monkeypatch.setattr(commit_terms, "pack", real_pack)
-    index_repository(repo.path)  # nothing new to index: the run stores the rest
+    seen: list[tuple[str, int, int]] = []
+    index_repository(repo.path, progress=lambda *a: seen.append(a))  # nothing new to index: it stores the rest
+    assert [a for a in seen if a[0] == "texts"] == [("texts", 0, 3), ("texts", 2, 3), ("texts", 3, 3)]
     with sqlite3.connect(store.db_path) as conn:
         assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
         assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("1",)

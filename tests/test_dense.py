@@ -320,6 +320,8 @@ def test_language_server_re_embeds_another_models_vectors_in_its_child(dense_rep
     store.write_manifest(manifest)
     assert not _small_update(state, dense=True)
     assert _small_update(state, dense=False)  # no dense phase: nothing to re-embed
+    store.db.execute("DELETE FROM state WHERE key='commit_terms'")  # an index built before they were stored
+    assert not _small_update(state, dense=False)  # storing every commit's text is a child's work too
 
 
 def test_bad_dense_batch_setting_is_named(monkeypatch) -> None:

@@ -341,7 +341,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     if report.purged_commits:
         done += f", purged {_plural(report.purged_commits, 'unreachable commit')}"
     done += f" in {seconds_text(total)}"
-    labels = {"history": "history", "merges": "merges", "symbols": "symbols", "dense": "embeddings"}
+    labels = {
+        "history": "history",
+        "merges": "merges",
+        "symbols": "symbols",
+        "texts": "commit texts",
+        "dense": "embeddings",
+    }
     split = [f"{labels.get(k, k)} {seconds_text(v)}" for k, v in phases.items()]
     print(done + (f" ({', '.join(split)})" if len(split) > 1 else ""))
     if report.cancelled:

@@ -14,6 +14,7 @@ const PHASES: Record<string, [string, string]> = {
   history: ["indexing history", "commits"],
   merges: ["diffing merges", "files"],
   symbols: ["attaching symbols", "commits"],
+  texts: ["storing commit texts", "commits"],
   dense: ["embedding", "files"],
   messages: ["embedding messages", "commits"],
 };

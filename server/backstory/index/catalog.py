@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..models.passages import file_passage
 from ..models.states import StateCodec
-from . import integrity, relations, unit_states
+from . import commit_terms, integrity, relations, unit_states
 from .store import Store, StoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -289,6 +289,12 @@ class Catalog:
             " ORDER BY f.fid, h.uid LIMIT ?"
         )
         return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
+
+    def commit_texts_stored(self) -> bool:
+        """Whether every indexed commit had its analysed text stored (`commit_terms.fill_missing` finished once:
+        an index built before those rows lacks them until an indexing run stores them)."""
+        row = self._db.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone()
+        return row is not None and row[0] == commit_terms.VERSION
 
     def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:
         """(path, symbols JSON) of a commit's first ``limit`` hunks, as :meth:`commit_hunk_texts` orders them,

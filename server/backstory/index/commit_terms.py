@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from .analyzer import term_counts, term_set
 
 if TYPE_CHECKING:
+    from .progress import Progress
     from .store import Store
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ FILL_BATCH = 256
 STATE, VERSION = "commit_terms", "1"
 
 
-def fill_missing(store: Store, cancel: threading.Event | None = None) -> int:
+def fill_missing(store: Store, cancel: threading.Event | None = None, progress: Progress | None = None) -> int:
     """Store the rows indexed commits lack (an index built before they existed), newest first, from the
     catalogue's excerpts, a short transaction per :data:`FILL_BATCH` commits so that a search reads the
     catalogue meanwhile and a cancelled run keeps what it stored. Returns how many were stored."""
@@ -151,6 +152,8 @@ def fill_missing(store: Store, cancel: threading.Event | None = None) -> int:
     todo = [str(r[0]) for r in store.db.execute(_MISSING)]
     if todo:
         log.info("storing the analysed text of %d commits indexed before it was stored", len(todo))
+        if progress:
+            progress("texts", 0, len(todo))
     done = 0
     for start in range(0, len(todo), FILL_BATCH):
         if cancel is not None and cancel.is_set():
@@ -163,6 +166,8 @@ def fill_missing(store: Store, cancel: threading.Event | None = None) -> int:
         with store.transaction() as tx:
             tx.executemany(STORE_ROWS, rows)
         done += len(rows)
+        if progress:
+            progress("texts", done, len(todo))
     if cancel is None or not cancel.is_set():
         with store.transaction() as tx:
             store.set_state(tx, STATE, VERSION)

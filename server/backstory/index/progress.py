@@ -12,6 +12,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "history": ("indexing history", "commits"),
     "merges": ("diffing merges", "files"),
     "symbols": ("attaching symbols", "commits"),
+    "texts": ("storing commit texts", "commits"),  # once, for an index built before they were stored
     "dense": ("embedding", "files"),
     "messages": ("embedding messages", "commits"),
 }

@@ -152,9 +152,10 @@ class Engine:
         language server, the MCP server) run such an update in their own process, anything bigger in a spawned
         child: spawning costs about a second, while a re-embed after a model change is as big as a first
         index and its memory would stay with the long-lived process (Flask: 455 MB in the server, 276 MB
-        when the child did it)."""
+        when the child did it). An index built before the second stage's commit texts were stored gets them in
+        such a child too (a minute of analysis on git/git), not in the server."""
         try:
-            if not self.has_index():
+            if not self.has_index() or not self.catalog.commit_texts_stored():
                 return False
             info, _allowed, _hint = self.freshness()
             behind = info.get("commits_behind_head")

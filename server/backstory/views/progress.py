@@ -23,6 +23,7 @@ LABELS = {
     "history": "Indexing history",
     "merges": "Diffing merges",
     "symbols": "Attaching symbols",
+    "texts": "Storing commit texts",
     "dense": "Embedding changes",
     "messages": "Embedding messages",
 }
@@ -30,6 +31,7 @@ UNITS = {
     "history": "commits",
     "merges": "merge files",
     "symbols": "commits",
+    "texts": "commits",
     "dense": "file changes",
     "messages": "commits",
 }

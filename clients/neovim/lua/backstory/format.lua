@@ -491,6 +491,7 @@ local PHASES = {
   history = { "indexing history", "commits" },
   merges = { "diffing merges", "files" },
   symbols = { "attaching symbols", "commits" },
+  texts = { "storing commit texts", "commits" },
   dense = { "embedding", "files" },
   messages = { "embedding messages", "commits" },
 }
