@@ -163,7 +163,9 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     monkeypatch.setattr(commit_terms, "FILL_BATCH", 2)
     real_pack = commit_terms.pack
     monkeypatch.setattr(commit_terms, "pack", lambda t: (cancel.set(), real_pack(t))[1])
-    assert commit_terms.fill_missing(store, cancel) == 2  # a cancelled fill keeps its first batch, newest first
+    assert (
+        commit_terms.fill_missing(store, Catalog.of(store), cancel) == 2
+    )  # a cancelled fill keeps its first batch, newest first
     with sqlite3.connect(store.db_path) as conn:
         assert {r[0] for r in conn.execute("SELECT sha FROM commit_terms")} == set(shas[-2:])
         assert conn.execute("SELECT 1 FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() is None

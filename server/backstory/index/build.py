@@ -256,7 +256,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled and store.get_state(commit_terms.STATE) != commit_terms.VERSION:
             # an index built before these rows were: once, not each run; the history is complete either way
             # (cancelled, the next run stores the rest)
-            commit_terms.fill_missing(store, cancel, progress)
+            commit_terms.fill_missing(store, Catalog.of(store), cancel, progress)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)

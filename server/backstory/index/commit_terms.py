@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from .analyzer import term_counts, term_set
 
 if TYPE_CHECKING:
+    from .catalog import Catalog
     from .progress import Progress
     from .store import Store
 
@@ -142,13 +143,12 @@ FILL_BATCH = 256
 STATE, VERSION = "commit_terms", "1"
 
 
-def fill_missing(store: Store, cancel: threading.Event | None = None, progress: Progress | None = None) -> int:
+def fill_missing(
+    store: Store, catalog: Catalog, cancel: threading.Event | None = None, progress: Progress | None = None
+) -> int:
     """Store the rows indexed commits lack (an index built before they existed), newest first, from the
     catalogue's excerpts, a short transaction per :data:`FILL_BATCH` commits so that a search reads the
     catalogue meanwhile and a cancelled run keeps what it stored. Returns how many were stored."""
-    from .catalog import Catalog  # not at the top: the reader processes import this module, not the catalogue
-
-    catalog = Catalog.of(store)
     todo = [str(r[0]) for r in store.db.execute(_MISSING)]
     if todo:
         log.info("storing the analysed text of %d commits indexed before it was stored", len(todo))
