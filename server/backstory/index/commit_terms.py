@@ -4,7 +4,7 @@ Why at index time: the learned second stage counts query terms in each candidate
 context lines and message (`search.features`). Reading a commit's excerpts back from the catalogue and
 analysing them cost ~0.6-1.3 ms a commit, ~23 candidates a search: on git/git about a third of a search with
 embeddings, pure Python no thread can overlap. None of it depends on the query, so the readers (in parallel,
-from the excerpts they have just made) analyse each commit once and the catalogue keeps the result, ~1 KB a
+from the excerpts they have just made) analyse each commit once and the catalogue keeps the result, ~0.8 KB a
 commit compressed. The terms of paths and touched symbols are not in it: symbols arrive later (the symbols
 phase), so a search still reads those (one short query).
 
