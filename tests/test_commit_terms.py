@@ -170,12 +170,16 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
         assert {r[0] for r in conn.execute("SELECT sha FROM commit_terms")} == set(shas[-2:])
         assert conn.execute("SELECT 1 FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() is None
     monkeypatch.setattr(commit_terms, "pack", real_pack)
+    engine = Engine(repo.path)
+    assert engine.status(thorough=False)["pending"]["texts"] == 3  # 5 commits with hunks, 2 stored
+    assert "store the analysed text of 3 commit(s)" in engine.status(thorough=False)["next"]
     seen: list[tuple[str, int, int]] = []
     index_repository(repo.path, progress=lambda *a: seen.append(a))  # nothing new to index: it stores the rest
     assert [a for a in seen if a[0] == "texts"] == [("texts", 0, 3), ("texts", 2, 3), ("texts", 3, 3)]
     with sqlite3.connect(store.db_path) as conn:
         assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
         assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("1",)
+    assert engine.status(thorough=False)["pending"]["texts"] == 0
 
 
 def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(tmp_path: Path) -> None:

@@ -296,6 +296,12 @@ class Catalog:
         row = self._db.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone()
         return row is not None and row[0] == commit_terms.VERSION
 
+    def pending_commit_texts(self) -> int:
+        """Indexed commits whose analysed text is not stored yet (0 once every one's was: no count then)."""
+        if self.commit_texts_stored():
+            return 0
+        return int(self._db.execute(f"SELECT COUNT(*) {commit_terms.MISSING}").fetchone()[0])
+
     def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:
         """(path, symbols JSON) of a commit's first ``limit`` hunks, as :meth:`commit_hunk_texts` orders them,
         without their excerpts."""

@@ -129,9 +129,10 @@ def _words(value: object) -> bool:
     return isinstance(value, list) and set(map(type, value)) <= {str}
 
 
-_MISSING = (
-    "SELECT c.sha FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha"
-    " WHERE c.state = 'indexed' AND c.n_hunks > 0 AND t.sha IS NULL ORDER BY c.commit_time DESC, c.sha"
+#: indexed commits with hunks and no stored row
+MISSING = (
+    "FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed' AND c.n_hunks > 0"
+    " AND t.sha IS NULL"
 )
 #: how the writer and :func:`fill_missing` store a row (OR REPLACE: a commit written again keeps one row)
 STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
@@ -149,7 +150,7 @@ def fill_missing(
     """Store the rows indexed commits lack (an index built before they existed), newest first, from the
     catalogue's excerpts, a short transaction per :data:`FILL_BATCH` commits so that a search reads the
     catalogue meanwhile and a cancelled run keeps what it stored. Returns how many were stored."""
-    todo = [str(r[0]) for r in store.db.execute(_MISSING)]
+    todo = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING} ORDER BY c.commit_time DESC, c.sha")]
     if todo:
         log.info("storing the analysed text of %d commits indexed before it was stored", len(todo))
         if progress:

@@ -78,6 +78,7 @@ def status(engine: Engine, thorough: bool = True) -> dict[str, Any]:
                 "interrupted": catalog.pending_commits(),
                 "merges": catalog.pending_merge_diffs(),
                 "symbols": catalog.pending_symbol_files(),
+                "texts": catalog.pending_commit_texts(),
                 "dense": pending_units,
             },
             embedded_files=units - pending_units,
@@ -110,6 +111,8 @@ def next_step(status: dict[str, Any]) -> str:
         todo.append(f"diff {pending['merges']:,} merge file(s)")
     if pending.get("symbols"):
         todo.append(f"attach symbols to {pending['symbols']:,} file change(s)")
+    if pending.get("texts"):
+        todo.append(f"store the analysed text of {pending['texts']:,} commit(s) (faster searches)")
     if pending.get("dense"):
         todo.append(f"embed {pending['dense']:,} file change(s)")
     if todo:
