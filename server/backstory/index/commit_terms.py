@@ -77,9 +77,11 @@ def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerm
             break
         for kind, pattern in _LINE_KINDS:  # each line without its first character; not the "@@" header
             lines[kind] += pattern.findall(excerpt)
-    counts = {kind: term_counts("\n".join(lines[kind])) for kind in ("add", "rem")}
+    texts = {kind: "\n".join(lines[kind]) for kind in ("add", "rem")}
+    counts = {kind: term_counts(text) for kind, text in texts.items()}
     context = term_set("\n".join(lines["ctx"])).difference(counts["add"], counts["rem"])
-    words = dict.fromkeys(w for line in lines["add"] + lines["rem"] for w in line.split() if IDENTIFIER_LIKE.search(w))
+    # distinct words first, then the test (one split in C, one regex test a distinct word, not one an occurrence)
+    words = [w for w in dict.fromkeys(f"{texts['add']}\n{texts['rem']}".split()) if IDENTIFIER_LIKE.search(w)]
     subject_terms = term_set(subject)
     return CommitTerms(counts, context, "\n".join(words), subject_terms | term_set(body), subject_terms)
 
