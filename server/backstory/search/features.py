@@ -177,9 +177,8 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
 
 def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     """One commit's analysed text: its stored :class:`~backstory.index.commit_terms.CommitTerms` (computed from
-    the catalogue's excerpts when the index has none for it), its files, and the terms of the paths and
-    symbols of its first hunks, read now (symbols arrive after the commit's text was
-    stored)."""
+    the catalogue's excerpts when the index has none, or a damaged one, for it), its files, and the terms of
+    the paths and symbols of its first hunks, read now (symbols arrive after the commit's text is stored)."""
     row = catalog.commit_terms(sha)
     if row is None:
         return message_tokens(catalog, sha)  # not an indexed commit
