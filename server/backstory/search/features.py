@@ -183,15 +183,17 @@ def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     if row is None:
         return message_tokens(catalog, sha)  # not an indexed commit
     n_hunks, packed = row
-    hunks = catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)
     terms = None
     if packed is not None:
         with contextlib.suppress(ValueError):  # a damaged row: the excerpts say the same
             terms = commit_terms.unpack(packed)
-    if terms is None:
+    if terms is None:  # one read of the hunks gives the excerpts and the names
         message = catalog.message_row(sha) or (0, "", "")
-        excerpts = (text for _path, text, _symbols in catalog.commit_hunk_texts(sha, commit_terms.MAX_HUNKS))
-        terms = commit_terms.commit_terms(excerpts, message[1], message[2])
+        texts = catalog.commit_hunk_texts(sha, commit_terms.MAX_HUNKS)
+        terms = commit_terms.commit_terms((text for _path, text, _symbols in texts), message[1], message[2])
+        hunks = [(path, symbols) for path, _text, symbols in texts]
+    else:
+        hunks = catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)
     names = " ".join(chain.from_iterable((path, *(s[0] for s in json.loads(symbols))) for path, symbols in hunks))
     return CommitTokens(
         n_hunks=n_hunks, files=tuple(catalog.commit_paths(sha)), counts=terms.counts, context=terms.context,
