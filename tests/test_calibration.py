@@ -86,6 +86,23 @@ def test_a_cherry_pick_is_shown_once_with_its_twin(tmp_path: Path) -> None:
     assert {top["commit"]["sha"], *(t["sha"] for t in top["twins"])} == {fix, pick}
 
 
+def test_change_signatures_read_only_commits_of_a_shared_shape(tmp_path: Path) -> None:
+    """Digests are equal for the same change; a commit whose paths and hunk counts no other shares gets none
+    (it cannot have a twin), and one of the same shape with other lines gets a different one."""
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("Start", {"a.py": "x = 1\n", "b.py": "y = 1\n"})
+    fix = repo.commit("Change a", {"a.py": "x = 2\n"})
+    repo.commit("Take it back", {"a.py": "x = 1\n"})
+    picked = repo.commit("Change a once more", {"a.py": "x = 2\n"})
+    other = repo.commit("Change a again", {"a.py": "x = 3\n"})
+    alone = repo.commit("Change b", {"b.py": "y = 2\n"})
+    index_repository(repo.path)
+    with Engine(repo.path, models=NO_MODELS) as engine:
+        sig = engine.catalog.change_signatures([fix, picked, other, alone, "0" * 40])
+    assert set(sig) == {fix, picked, other}
+    assert sig[fix] == sig[picked] != sig[other]
+
+
 def test_a_query_without_content_words_is_warned_about(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "r")
     repo.commit("Add parser", {"p.py": "def parse(text):\n    return text.split()\n"})

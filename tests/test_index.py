@@ -115,6 +115,12 @@ def test_hunk_rows_carry_their_files_commit_and_paths_through_a_purge(tmp_path) 
         ("z.py", "a.py", "rename", "python", 1, 28),
     ]
     assert Catalog.of(store).first_hunks_of([sha], 3) == {sha: [r["uid"] for r in mine[:3]]}
+    by_commit: dict[str, list[int]] = {}
+    for u in uids:  # every commit's hunks in hunk order; an unknown sha and a repeated one are left out / read once
+        by_commit.setdefault(rows[u]["sha"], []).append(u)
+    wanted = [*by_commit, "0" * 40, sha]
+    assert Catalog.of(store).first_hunks_of(wanted, 1) == {s: h[:1] for s, h in by_commit.items()}
+    assert Catalog.of(store).first_hunks_of(wanted, 99) == by_commit
     assert [t[0] for t in Catalog.of(store).commit_hunk_texts(sha, 3)] == ["b.c", "b.c", "z.py"]
 
 
