@@ -1,0 +1,116 @@
+"""Search latency on an index built before: ``python -m backstory.evaluation.query_latency REPO [--index-dir D]
+[--queries 20] [--rounds 5] [--compare CHECKOUT] [--out F]``.
+
+Why a command of its own: the search target (p50 / p95 of the default pipeline: keyword, dense and message lanes,
+MaxSim rerank, learned second stage) is measured on git/git's index with embeddings, which takes over an hour to
+build, so it is built once and measured many times. On a 2-core machine one process's figures move by 15-25 %
+from round to round with the load and the page cache, so each round runs in a fresh process (warmed by its first
+three queries, as the scale benchmark's), and the report gives every round and the median of rounds.
+
+``--compare CHECKOUT`` alternates rounds with another checkout's ``server/`` on the same index (before and
+after a change, the same load for both); the program a round runs uses only the engine's public API, so an older
+checkout can be measured too. Every round's results (commit, score, why) are compared: the same index and
+queries must give the same results (deterministic), and a change meant not to alter ranking shows that it did
+not. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .bench import emit
+from .scale import machine
+
+SERVER = Path(__file__).resolve().parents[2]  # this checkout's server/ (the package's parent)
+
+#: one round, in a fresh process: argv = repo, index dir (or ""), number of queries; prints one JSON line
+ROUND = """
+import hashlib, json, sys, time
+from pathlib import Path
+from backstory.evaluation.bench import latency, sample_queries
+from backstory.search.engine import Engine
+from backstory.search.options import SearchOptions
+repo, index_dir, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+engine = Engine(repo, Path(index_dir) if index_dir else None)
+queries = sample_queries(repo, n)
+answers = []
+def search(q):
+    results = engine.search(q, SearchOptions())["results"]
+    answers.append([[r["commit"]["sha"], r["score"], r["why"]] for r in results])
+timed = latency(search, queries)
+digest = hashlib.sha256(json.dumps(answers[3:], sort_keys=True).encode()).hexdigest()
+print(json.dumps({"p50_ms": timed["p50_ms"], "p95_ms": timed["p95_ms"], "results_sha256": digest}))
+"""
+
+
+def run_round(server: Path, repo: Path, index_dir: Path | None, queries: int) -> dict[str, Any]:
+    """One round's p50 / p95 and a digest of its results, measured in a new process importing ``server``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(server), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
+    args = [sys.executable, "-c", ROUND, str(repo), str(index_dir or ""), str(queries)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"a round failed ({server}):\n{done.stderr.strip()}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the rounds' p50 and p95, their ranges, and whether every round gave the same results."""
+    p50 = [r["p50_ms"] for r in rounds]
+    p95 = [r["p95_ms"] for r in rounds]
+    return {
+        "p50_ms_median_of_rounds": round(statistics.median(p50), 1),
+        "p95_ms_median_of_rounds": round(statistics.median(p95), 1),
+        "p50_ms_range": [min(p50), max(p50)],
+        "p95_ms_range": [min(p95), max(p95)],
+        "rounds_identical": len({r["results_sha256"] for r in rounds}) == 1,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.query_latency")
+    ap.add_argument("repo", help="an indexed repository")
+    ap.add_argument("--index-dir", help="its index, when not in the repository's .git/backstory")
+    ap.add_argument(
+        "--queries", type=int, default=20, help="commit subjects sampled from the history (the first 3 warm)"
+    )
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--compare", help="another checkout (its server/ is imported), alternated round by round")
+    ap.add_argument("--out", help="write the JSON report here")
+    args = ap.parse_args(argv)
+    repo = Path(args.repo).resolve()
+    index_dir = Path(args.index_dir).resolve() if args.index_dir else None
+    arms = {"this checkout": SERVER}
+    if args.compare:
+        arms = {"compared": Path(args.compare).resolve() / "server", **arms}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
+    for i in range(args.rounds):
+        for name, server in arms.items():
+            rounds[name].append(run_round(server, repo, index_dir, args.queries))
+            r = rounds[name][-1]
+            print(f"round {i + 1} {name}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms", file=sys.stderr)
+    digests = {r["results_sha256"] for rs in rounds.values() for r in rs}
+    report = {
+        "repo": str(repo), "index_dir": str(index_dir) if index_dir else None, "machine": machine(),
+        "load_average": os.getloadavg()[0], "queries": args.queries, "warm_queries": 3,
+        "pipeline": "default SearchOptions (every lane the index has, MaxSim rerank, learned second stage)",
+        "arms": {name: str(server) for name, server in arms.items()},
+        "summary": {name: summary(rs) for name, rs in rounds.items()},
+        "results_identical_across_arms": len(digests) == 1,
+        "results_sha256": hashlib.sha256("".join(sorted(digests)).encode()).hexdigest()[:16],
+        "rounds": rounds,
+    }  # fmt: skip
+    emit(report, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

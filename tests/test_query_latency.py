@@ -1,0 +1,40 @@
+"""The search-latency command (``backstory.evaluation.query_latency``) on a small indexed history: rounds run in
+fresh processes, each importing the checkout it is given, and their results are compared. No time is asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from backstory.evaluation.query_latency import SERVER, main, summary
+from backstory.index.build import index_repository
+from gitrepo import GitRepo
+
+
+def test_rounds_alternate_checkouts_and_compare_their_results(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "r")
+    for i in range(8):
+        repo.commit(f"Teach the parser rule number {i}", {f"rules/r{i}.py": f"def rule_{i}(tokens):\n    return {i}\n"})
+    index_repository(repo.path)
+    out = tmp_path / "latency.json"
+    assert (
+        main([str(repo.path), "--queries", "5", "--rounds", "2", "--compare", str(SERVER.parent), "--out", str(out)])
+        == 0
+    )
+    report = json.loads(out.read_text())
+    assert set(report["rounds"]) == {"compared", "this checkout"}
+    assert all(len(rounds) == 2 for rounds in report["rounds"].values())
+    assert report["results_identical_across_arms"], "the same code on the same index answers alike"
+    for arm in report["summary"].values():
+        assert arm["rounds_identical"] and 0 < arm["p50_ms_median_of_rounds"] <= arm["p95_ms_median_of_rounds"]
+
+
+def test_the_summary_is_the_median_of_rounds_and_notices_different_results() -> None:
+    rounds = [
+        {"p50_ms": 40.0, "p95_ms": 70.0, "results_sha256": "a"},
+        {"p50_ms": 60.0, "p95_ms": 90.0, "results_sha256": "a"},
+        {"p50_ms": 50.0, "p95_ms": 80.0, "results_sha256": "b"},
+    ]
+    s = summary(rounds)
+    assert (s["p50_ms_median_of_rounds"], s["p95_ms_median_of_rounds"]) == (50.0, 80.0)
+    assert s["p50_ms_range"] == [40.0, 60.0] and not s["rounds_identical"]
