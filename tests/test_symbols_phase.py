@@ -7,11 +7,12 @@ import threading
 from pathlib import Path
 
 import pytest
+import tantivy
 
 from backstory.index import symbols_phase
 from backstory.index.build import index_repository
 from backstory.index.store import Store, StoreError
-from backstory.index.text_index import merge_rankings
+from backstory.index.text_index import index_exists, merge_rankings, open_index
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import CACHE_CODE, DATES_CODE, RETRY_CODE, GitRepo
@@ -84,3 +85,87 @@ def test_merge_rankings_keeps_each_uid_once_best_first() -> None:
     assert merge_rankings(main, staged) == [(3, 2.0), (1, 1.5), (5, 1.5), (7, 1.25), (9, 0.5)]
     assert merge_rankings(main, staged, limit=2) == [(3, 2.0), (1, 1.5)]
     assert merge_rankings([], []) == []
+
+
+def _docs(directory: Path, language: str | None = None) -> int:
+    """Live documents of a Tantivy index (of one language), 0 when there is none."""
+    if not index_exists(directory):
+        return 0
+    index = open_index(directory, create=False)
+    searcher = index.searcher()
+    if language is None:
+        return int(searcher.num_docs)
+    query = tantivy.Query.term_query(index.schema, "language", language)
+    return int(searcher.search(query, limit=1000, count=True).count)
+
+
+def _hunks(index: Path, language: str | None = None) -> int:
+    db = sqlite3.connect(Store(index).db_path)
+    sql = "SELECT COUNT(*) FROM hunks h JOIN files f ON f.fid = h.fid" + (" WHERE f.language=?" if language else "")
+    return int(db.execute(sql, (language,) if language else ()).fetchone()[0])
+
+
+def test_only_files_waiting_for_symbols_are_staged(tmp_path: Path, deferred: None) -> None:
+    """The keyword phase puts a deferred commit's files without symbols (here README.md) in the main index at
+    once, and only the Python files in the staging one; the phase moves those, and every hunk ends in the main
+    index once."""
+    repo = _history(tmp_path / "repo")
+    index = tmp_path / "index"
+    _stop_at_symbols(repo.path, index)
+    store = Store(index)
+    assert _docs(store.tantivy_path, "markdown") == _hunks(index, "markdown") > 0
+    assert _docs(store.staging_path, "markdown") == 0
+    assert _docs(store.staging_path, "python") == _hunks(index, "python") > 0
+    assert _docs(store.tantivy_path, "python") == 0
+    index_repository(repo.path, index_dir=index)
+    assert _docs(store.tantivy_path) == _hunks(index) and not store.staging_path.exists()
+    assert store.get_state(symbols_phase.BY_FILE) is None
+
+
+def test_a_staging_index_of_whole_commits_is_moved_whole(
+    tmp_path: Path, deferred: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A staging index made by a version that staged whole commits (no mark in the catalogue) is moved as it
+    was made: the README's documents, staged with their commits, reach the main index too."""
+    repo = _history(tmp_path / "repo")
+    index = tmp_path / "index"
+    with monkeypatch.context() as older:
+        older.setattr(symbols_phase.Staging, "by_file", lambda self: False)
+        _stop_at_symbols(repo.path, index)
+    store = Store(index)
+    with store.transaction() as tx:
+        tx.execute("DELETE FROM state WHERE key=?", (symbols_phase.BY_FILE,))
+    staged = _docs(store.staging_path, "markdown")  # the README with cache.py; the commit without code is not
+    assert (
+        staged == 1
+        and _docs(store.tantivy_path)
+        == _docs(store.tantivy_path, "markdown")
+        == 1
+        == _hunks(index, "markdown") - staged
+    )
+    index_repository(repo.path, index_dir=index)
+    assert _docs(store.tantivy_path, "markdown") == _hunks(index, "markdown")
+    assert _docs(store.tantivy_path) == _hunks(index) and not store.staging_path.exists()
+
+
+def test_a_move_killed_after_the_main_index_committed_is_redone_once(
+    tmp_path: Path, deferred: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed between the main index's commit and the catalogue's: the next run moves the same files again,
+    dropping the copies the first attempt added and nothing else (the README stays)."""
+    repo = _history(tmp_path / "repo")
+    index = tmp_path / "index"
+    _stop_at_symbols(repo.path, index)
+
+    def killed(self: symbols_phase.Staging, shas: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as dying, pytest.raises(KeyboardInterrupt):
+        dying.setattr(symbols_phase.Staging, "delete", killed)
+        index_repository(repo.path, index_dir=index)
+    store = Store(index)
+    assert _docs(store.tantivy_path, "python") == _hunks(index, "python")  # moved, not yet marked
+    index_repository(repo.path, index_dir=index)
+    assert _docs(store.tantivy_path, "python") == _hunks(index, "python")
+    assert _docs(store.tantivy_path, "markdown") == _hunks(index, "markdown") > 0
+    assert _docs(store.tantivy_path) == _hunks(index) and not store.staging_path.exists()

@@ -67,10 +67,13 @@ def read_commit(
     full: bool = False,
     parent_index: int = 0,
     only_path: str | None = None,
+    languages: frozenset[str] | None = None,
 ) -> CommitDiff:
     """Diff ``info`` against its first parent (``parent_index``: another one, for showing a merge); skipped
     files are counted by reason, never raised. ``only_path`` diffs just the file at (or renamed from) that path
-    (``backstory show --path``); renames are still detected over the whole commit."""
+    (``backstory show --path``); ``languages``: just the files in these languages (the symbols phase re-reads
+    only the files waiting for symbols; their blobs are not even read). Renames are still detected over the
+    whole commit."""
     skipped: Counter[str] = Counter()
     state = reading(repo)
     commit = libgit.commit(state.git, info.sha)
@@ -88,6 +91,8 @@ def read_commit(
         new_path = _decode_path(new.path if new else None)
         path = new_path or old_path
         if only_path is not None and only_path not in (new_path, old_path):
+            continue
+        if languages is not None and symbols.language_for_path(path) not in languages:
             continue
         if _is_gitlink(old.mode if old else None) or _is_gitlink(new.mode if new else None):
             skipped["submodule"] += 1

@@ -51,7 +51,13 @@ def exit_with_parent(parent: int) -> None:
 
 
 def _init(
-    path: str, policy_args: tuple[Any, ...], with_symbols: bool, no_messages: bool, documents_only: bool, parent: int
+    path: str,
+    policy_args: tuple[Any, ...],
+    with_symbols: bool,
+    no_messages: bool,
+    documents_only: bool,
+    languages: frozenset[str] | None,
+    parent: int,
 ) -> None:
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     _worker["repo"] = open_repo(path)
@@ -60,14 +66,21 @@ def _init(
     _worker["symbols"] = with_symbols
     _worker["no_messages"] = no_messages
     _worker["documents_only"] = documents_only
+    _worker["languages"] = languages
 
 
 def _read(
-    repo: Repo, info: CommitInfo, policy: PathPolicy, with_symbols: bool, no_messages: bool, documents_only: bool
+    repo: Repo,
+    info: CommitInfo,
+    policy: PathPolicy,
+    with_symbols: bool,
+    no_messages: bool,
+    documents_only: bool,
+    languages: frozenset[str] | None = None,
 ) -> CommitDiff:
     if info.is_merge:
         return read_merge(repo, info, with_symbols=with_symbols)
-    cd = read_commit(repo, info, policy, with_symbols=with_symbols)
+    cd = read_commit(repo, info, policy, with_symbols=with_symbols, languages=languages)
     cd.prepared = prepare(cd, no_messages, documents_only)  # the writer's text work, done here in parallel
     for f in cd.files:  # the writer reads only what was prepared: the raw texts need not cross the pipe (nor
         for h in f.hunks:  # wait in the read-ahead), which halves both
@@ -77,7 +90,10 @@ def _read(
 
 def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
     w = _worker
-    out = [_read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"], w["documents_only"]) for i in infos]
+    out = [
+        _read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"], w["documents_only"], w["languages"])
+        for i in infos
+    ]
     w["chunks"] = w.get("chunks", 0) + 1
     if w["chunks"] % 8 == 0:
         memory.release()  # a reader's caches churn through large blobs and parse trees
@@ -104,13 +120,15 @@ def read_all(
     with_symbols: bool,
     no_messages: bool = False,
     documents_only: bool = False,
+    languages: frozenset[str] | None = None,
 ) -> Iterator[CommitDiff]:
     """Every commit of ``todo`` read (merges recorded with their changed paths) and prepared for the writer
-    (`index.prepare`; ``documents_only``: only the Tantivy documents' texts), in order."""
+    (`index.prepare`; ``documents_only``: only the Tantivy documents' texts; ``languages``: only the files in
+    these languages, `history.reader.read_commit`), in order."""
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:
-            yield _read(repo, info, policy, with_symbols, no_messages, documents_only)
+            yield _read(repo, info, policy, with_symbols, no_messages, documents_only, languages)
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
@@ -120,7 +138,7 @@ def read_all(
             1,
             mp_context=ctx,
             initializer=_init,
-            initargs=(repo.path, args, with_symbols, no_messages, documents_only, os.getpid()),
+            initargs=(repo.path, args, with_symbols, no_messages, documents_only, languages, os.getpid()),
         )
         for _ in range(n)
     ]

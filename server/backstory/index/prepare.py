@@ -10,6 +10,7 @@ them in parallel and the writer only adds documents and rows. Analysing each com
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..history.model import CommitDiff
@@ -68,20 +69,31 @@ def prepared(cd: CommitDiff, no_messages: bool) -> Prepared:
     return p if isinstance(p, Prepared) else prepare(cd, no_messages)
 
 
-def hunk_docs(cd: CommitDiff, first_uid: int, no_messages: bool) -> list[HunkDoc]:
-    """The Tantivy documents of a commit's hunks, numbered from ``first_uid`` in file and hunk order (the
-    catalogue's order): the history phase adds them, the symbols phase moves them once symbols are known."""
+def first_uids(cd: CommitDiff, first_uid: int) -> list[int]:
+    """Each file's first hunk uid when the commit's hunks are numbered from ``first_uid`` in file and hunk order
+    (the order the history phase hands uids out in)."""
+    out: list[int] = []
+    for f in cd.files:
+        out.append(first_uid)
+        first_uid += len(f.hunks)
+    return out
+
+
+def hunk_docs(cd: CommitDiff, firsts: Sequence[int], no_messages: bool) -> list[list[HunkDoc]]:
+    """The Tantivy documents of a commit's hunks, per file, each file's numbered in hunk order from its entry
+    of ``firsts`` (its first hunk's uid in the catalogue): the history phase adds them, the symbols phase moves
+    those of the files it re-read (not contiguous in the commit's numbering: files between them are not
+    re-read) once their symbols are known."""
     c = cd.commit
     texts = prepared(cd, no_messages)
     author = f"{c.author_name} <{c.author_email}>".lower()
-    docs: list[HunkDoc] = []
-    uid = first_uid
-    for f, ft in zip(cd.files, texts.files, strict=True):
+    out: list[list[HunkDoc]] = []
+    for f, ft, first in zip(cd.files, texts.files, firsts, strict=True):
         paths = [f.path] if f.old_path == f.path else [f.path, f.old_path]
-        for diff, symbol in ft.hunks:
-            docs.append(
+        out.append(
+            [
                 HunkDoc(
-                    uid=uid,
+                    uid=first + i,
                     sha=c.sha,
                     diff=diff,
                     message=texts.message,
@@ -93,6 +105,7 @@ def hunk_docs(cd: CommitDiff, first_uid: int, no_messages: bool) -> list[HunkDoc
                     author=author,
                     time=c.author_time,
                 )
-            )
-            uid += 1
-    return docs
+                for i, (diff, symbol) in enumerate(ft.hunks)
+            ]
+        )
+    return out

@@ -6,16 +6,20 @@ diffs and paths (searchable as soon as each batch commits), then reads the same 
 with symbols, and the catalogue's hunks get their definitions. A file waiting for this is marked
 ``parsed = PENDING``; the dense phase, whose passages name the definitions, leaves it for later.
 
-Where the documents live: the keyword phase puts a commit with a file waiting for symbols into a *staging*
-Tantivy index beside the main one, and this phase moves it to the main index with its symbols. The main index
+Where the documents live: the keyword phase puts the documents of the files waiting for symbols (those in a
+supported language) into a *staging* Tantivy index beside the main one, and this phase re-reads just those
+files (the rest of the commit, often most of its hunks: git/git's tests, documentation and translations, stays
+in the main index untouched) and moves their documents to the main index with their symbols. The main index
 is only ever added to, so once the phase ends (and the staging index is deleted) its BM25 statistics, and so
 every lane's scores, are exactly those of an index built in one pass: replacing documents in place would leave
 deleted ones in Tantivy's term statistics until a background merge happened to drop them. Search reads both
-indexes while the phase runs.
+indexes while the phase runs. A staging index made by a version that staged whole commits (no :data:`BY_FILE`
+mark in the catalogue) is moved as it was made: whole commits re-read, and every document of theirs moved.
 
 Crash safety follows the history phase: the main index commits first, then the staging one, then the
 catalogue clears the marks; a run killed in between moves the same commits again (deleting whatever an earlier
-attempt added, by commit), with the same uids.
+attempt added: the moved files' documents, or the commit's for a whole-commit staging index), with the same
+uids.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from .parallel import read_all
 from .prepare import hunk_docs
 from .progress import Progress
 from .store import Store, StoreError
-from .text_index import HunkDoc, add_docs, index_exists, open_index
+from .text_index import HunkDoc, add_docs, index_exists, open_index, uids_query
 
 PENDING = -1  # files.parsed: in a supported language, symbols not attached yet
+#: state key: the staging index holds files waiting for symbols, not whole commits (set before it is made)
+BY_FILE = "staging_by_file"
 DEFER_FROM = 500  # commits in one run from which symbols get a phase of their own
 BATCH_COMMITS = 400
 BATCH_HUNKS = 8000
@@ -53,6 +59,11 @@ class Staging:
 
     def exists(self) -> bool:
         return index_exists(self.store.staging_path)
+
+    def by_file(self) -> bool:
+        """Whether the staging index holds only the files waiting for symbols (the rest of their commits being
+        in the main index), as this version makes it; an index without the mark staged whole commits."""
+        return self.store.get_state(BY_FILE) == "1"
 
     def writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
@@ -81,6 +92,9 @@ class Staging:
         self.close()
         if self.store.staging_path.exists():
             shutil.rmtree(self.store.staging_path)
+        if self.store.get_state(BY_FILE) is not None:  # the next staging index gets the mark when it is made
+            with self.store.transaction() as tx:
+                tx.execute("DELETE FROM state WHERE key=?", (BY_FILE,))
 
 
 def pending(db: sqlite3.Connection) -> list[CommitInfo]:
@@ -92,6 +106,12 @@ def pending(db: sqlite3.Connection) -> list[CommitInfo]:
         (PENDING,),
     ).fetchall()
     return [CommitInfo(r[0], tuple(json.loads(r[1])), *r[2:]) for r in rows]
+
+
+def pending_languages(db: sqlite3.Connection) -> frozenset[str]:
+    """The languages of the files waiting for symbols: what the keyword phase staged (the languages supported
+    then), whatever this process supports."""
+    return frozenset(r[0] for r in db.execute("SELECT DISTINCT language FROM files WHERE parsed=?", (PENDING,)) if r[0])
 
 
 def attach(
@@ -112,21 +132,23 @@ def attach(
     total, done = len(todo), 0
     if progress:
         progress("symbols", 0, total)
+    # the languages of the files waiting (those staged); no staging index (deleted?): whole commits, always right
+    languages = pending_languages(store.db) if staging.exists() and staging.by_file() else None
     batch: list[CommitDiff] = []
     hunks = 0
-    for cd in read_all(repo, todo, policy, True, no_messages, documents_only=True):
+    for cd in read_all(repo, todo, policy, True, no_messages, documents_only=True, languages=languages):
         if cancel is not None and cancel.is_set():
             break
         batch.append(cd)
         hunks += sum(len(f.hunks) for f in cd.files)
         if len(batch) >= BATCH_COMMITS or hunks >= BATCH_HUNKS:
-            _move(store, writer, staging, batch, no_messages)
+            _move(store, writer, staging, batch, no_messages, languages)
             done, batch, hunks = done + len(batch), [], 0
             memory.release()
             if progress:
                 progress("symbols", done, total)
     if batch and not (cancel is not None and cancel.is_set()):
-        _move(store, writer, staging, batch, no_messages)
+        _move(store, writer, staging, batch, no_messages, languages)
         done += len(batch)
         if progress:
             progress("symbols", done, total)
@@ -136,18 +158,29 @@ def attach(
 
 
 def _move(
-    store: Store, writer: tantivy.IndexWriter, staging: Staging, batch: Sequence[CommitDiff], no_messages: bool
+    store: Store,
+    writer: tantivy.IndexWriter,
+    staging: Staging,
+    batch: Sequence[CommitDiff],
+    no_messages: bool,
+    languages: frozenset[str] | None,
 ) -> None:
+    """Move ``batch``'s staged documents to the main index with their symbols. ``languages``: the batch was read
+    in just these languages, and only its files waiting for symbols are staged (:meth:`Staging.by_file`);
+    None: whole commits were read and staged."""
     shas = [cd.commit.sha for cd in batch]
     marks = ",".join("?" * len(shas))
+    only = "" if languages is None else f" AND f.parsed = {PENDING}"
     db = store.db
     files: dict[str, list[tuple[int, str, str]]] = {}
     for fid, sha, path, old_path in db.execute(
-        f"SELECT fid, sha, path, old_path FROM files WHERE sha IN ({marks}) ORDER BY fid", shas
+        f"SELECT fid, sha, path, old_path FROM files f WHERE sha IN ({marks}){only} ORDER BY fid", shas
     ):
         files.setdefault(sha, []).append((fid, path, old_path))
     uids: dict[int, list[int]] = {}
-    sql = f"SELECT h.uid, h.fid FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha IN ({marks}) ORDER BY h.uid"
+    sql = (
+        f"SELECT h.uid, h.fid FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha IN ({marks}){only} ORDER BY h.uid"
+    )
     for uid, fid in db.execute(sql, shas):
         uids.setdefault(fid, []).append(uid)
     docs: list[HunkDoc] = []
@@ -155,22 +188,32 @@ def _move(
     file_updates: list[tuple[int, int]] = []
     for cd in batch:
         stored = files.get(cd.commit.sha, [])
+        # the files to move, as the reader read them: with ``languages``, those waiting for symbols (the reader
+        # may read more when a grammar came since they were staged: those stay where they are)
+        wanted = {(path, old) for _fid, path, old in stored}
+        read = [(i, f) for i, f in enumerate(cd.files) if languages is None or (f.path, f.old_path) in wanted]
         shape = [(path, old, len(uids.get(fid, []))) for fid, path, old in stored]
-        if shape != [(f.path, f.old_path, len(f.hunks)) for f in cd.files]:
+        if shape != [(f.path, f.old_path, len(f.hunks)) for _i, f in read]:
             # the same reader with the same rules read something else (objects changed under the index?): stop
             # before anything moves; what is staged stays searchable
             raise StoreError(
                 f"commit {cd.commit.sha[:12]} reads differently than when it was indexed; "
                 "run `backstory index --rebuild`"
             )
-        first = min((u for fid, _p, _o in stored for u in uids.get(fid, [])), default=None)
-        for (fid, _p, _o), f in zip(stored, cd.files, strict=True):
+        firsts = [0] * len(cd.files)
+        for (fid, _p, _o), (i, f) in zip(stored, read, strict=True):
             file_updates.append((int(f.parsed), fid))
+            firsts[i] = uids[fid][0] if uids.get(fid) else 0
             for uid, h in zip(uids.get(fid, []), f.hunks, strict=True):
                 hunk_updates.append((json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols]), uid))
-        if first is not None:
-            writer.delete_documents_by_term("sha", cd.commit.sha)  # none, unless a killed attempt added them
-            docs.extend(hunk_docs(cd, first, no_messages))
+        if any(uids.get(fid) for fid, _p, _o in stored):
+            # none, unless a killed attempt added them
+            if languages is None:
+                writer.delete_documents_by_term("sha", cd.commit.sha)
+            else:
+                writer.delete_documents_by_query(uids_query(u for fid, _p, _o in stored for u in uids.get(fid, [])))
+            per_file = hunk_docs(cd, firsts, no_messages)
+            docs.extend(d for i, _f in read for d in per_file[i])
     if docs:
         add_docs(writer, docs)
     writer.commit()

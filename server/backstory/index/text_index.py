@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,9 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("author", stored=False, tokenizer_name="raw")
     sb.add_integer_field("time", stored=False, indexed=True, fast=True)
     return sb.build()
+
+
+_SCHEMA = build_schema()  # queries built outside a search (no index at hand) name fields through it
 
 
 @contextlib.contextmanager
@@ -185,6 +188,12 @@ def filter_query(schema: tantivy.Schema, f: Filters) -> tantivy.Query | None:
     if not parts:
         return None
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in parts])
+
+
+def uids_query(uids: Iterable[int]) -> tantivy.Query:
+    """The documents of these hunks (the symbols phase drops the copies a killed attempt left in the main
+    index before it adds them again, and only those: the rest of their commits is there too)."""
+    return tantivy.Query.term_set_query(_SCHEMA, "uid", sorted(uids))
 
 
 def lane_query(schema: tantivy.Schema, lane: str, terms: Sequence[str]) -> tantivy.Query | None:
