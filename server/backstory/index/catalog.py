@@ -239,8 +239,9 @@ class Catalog:
         for chunk, _marks in _chunks(sorted(set(shas))):
             rows = ",".join("(?)" for _ in chunk)
             sql = (
-                "SELECT c.column1, (SELECT group_concat(uid) FROM (SELECT h.uid FROM files f JOIN hunks h"
-                f" ON h.fid = f.fid WHERE f.sha = c.column1 ORDER BY f.fid, h.uid LIMIT ?)) FROM (VALUES {rows}) c"
+                "SELECT wanted.column1, (SELECT group_concat(uid) FROM (SELECT h.uid FROM files f JOIN hunks h"
+                f" ON h.fid = f.fid WHERE f.sha = wanted.column1 ORDER BY f.fid, h.uid LIMIT ?))"
+                f" FROM (VALUES {rows}) wanted"
             )
             for sha, uids in self._db.execute(sql, (per, *chunk)):
                 if uids:

@@ -143,26 +143,42 @@ class StateCodec:
 
     def coords(self, blob: bytes) -> np.ndarray:
         """The stored coordinates ``[n, components]`` (codes x their group's scale) of one blob."""
+        return self._coords_of([blob])[0]
+
+    def _coords_of(self, blobs: Sequence[bytes]) -> tuple[np.ndarray, list[int]]:
+        """The stored coordinates of all ``blobs`` stacked (``[sum n, components]``), and each one's token
+        count. One decode for a search's ~25 candidates' units: each blob's groups are sliced out and joined,
+        so the arithmetic runs once, not once a unit (numpy's per-call cost was most of the decode)."""
         width = self.token_bytes
-        if len(blob) % width:
-            raise ValueError(f"token states blob of {len(blob)} bytes is not a multiple of {width}")
-        n = len(blob) // width
         wide, narrow = self._split
         groups = int(wide > 0) + int(narrow > 0)
-        scales = np.frombuffer(blob, dtype="<f2", count=groups * n).astype(np.float32).reshape(groups, n)
-        offset = 2 * groups * n
-        parts: list[np.ndarray] = []
+        counts: list[int] = []
+        scale_parts: list[list[bytes]] = [[] for _ in range(groups)]
+        wide_parts: list[bytes] = []
+        narrow_parts: list[bytes] = []
+        for blob in blobs:
+            if len(blob) % width:
+                raise ValueError(f"token states blob of {len(blob)} bytes is not a multiple of {width}")
+            n = len(blob) // width
+            counts.append(n)
+            for g in range(groups):
+                scale_parts[g].append(blob[2 * g * n : 2 * (g + 1) * n])
+            offset = 2 * groups * n
+            wide_parts.append(blob[offset : offset + n * wide])
+            narrow_parts.append(blob[offset + n * wide :])
+        total = sum(counts)
+        scales = [np.frombuffer(b"".join(parts), dtype="<f2").astype(np.float32) for parts in scale_parts]
+        out: list[np.ndarray] = []
         if wide:
-            codes = np.frombuffer(blob, dtype=np.int8, count=n * wide, offset=offset).reshape(n, wide)
-            parts.append(codes.astype(np.float32) * scales[0][:, None])
-            offset += n * wide
+            codes = np.frombuffer(b"".join(wide_parts), dtype=np.int8).reshape(total, wide)
+            out.append(codes.astype(np.float32) * scales[0][:, None])
         if narrow:
-            packed = np.frombuffer(blob, dtype=np.uint8, count=n * narrow // 2, offset=offset).reshape(n, narrow // 2)
-            nibbles = np.empty((n, narrow), dtype=np.float32)
+            packed = np.frombuffer(b"".join(narrow_parts), dtype=np.uint8).reshape(total, narrow // 2)
+            nibbles = np.empty((total, narrow), dtype=np.float32)
             nibbles[:, 0::2] = packed >> 4
             nibbles[:, 1::2] = packed & 15
-            parts.append((nibbles - 8.0) * scales[-1][:, None])
-        return np.concatenate(parts, axis=1)[:, : self.components]
+            out.append((nibbles - 8.0) * scales[-1][:, None])
+        return np.concatenate(out, axis=1)[:, : self.components], counts
 
     def decode(self, blob: bytes) -> np.ndarray:
         """The unit-length reconstruction ``[n, dim]`` (float32) of what :meth:`encode` stored."""
@@ -178,19 +194,17 @@ class StateCodec:
         """
         if len(query) == 0 or not blobs:
             return [0.0] * len(blobs)
-        coords = [self.coords(b) for b in blobs]
-        filled = [c for c in coords if len(c)]
-        if not filled:
+        c, counts = self._coords_of(blobs)
+        if not len(c):
             return [0.0] * len(blobs)
-        c = np.concatenate(filled)
         mean = self.mean.astype(np.float32)
         projected_mean = _product(mean[None, :], self.basis)[0]
         norms = (c * c).sum(axis=1) + 2.0 * _product(c, projected_mean[:, None])[:, 0] + float((mean * mean).sum())
         sims = _product(_product(query, self.basis), c.T) + _product(query, mean[:, None])
         sims /= np.sqrt(np.maximum(norms, 1e-24))[None, :]
-        bounds = np.cumsum([0] + [len(x) for x in filled])
+        bounds = np.cumsum([0] + [n for n in counts if n])
         best = iter(sims[:, a:b].max(axis=1).mean() for a, b in itertools.pairwise(bounds))
-        return [float(next(best)) if len(x) else 0.0 for x in coords]
+        return [float(next(best)) if n else 0.0 for n in counts]
 
     def roundtrip(self, states: np.ndarray) -> np.ndarray:
         """What the store would give back for ``states`` (tests and diagnostics)."""

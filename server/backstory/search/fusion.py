@@ -237,7 +237,10 @@ def fuse(
         by_commit.setdefault(sha_of[uid], []).append(uid)
     out: list[FusedCommit] = []
     for sha, score in commit_score.items():
-        uids = sorted(by_commit.get(sha, []), key=lambda u: (-hunk_scores[u], tie_key(u)))[:hunks_per_commit]
+        uids = by_commit.get(sha, [])
+        if len(uids) > 1:  # most commits have one ranked hunk: no key to compute (the tie key reads a row)
+            uids = sorted(uids, key=lambda u: (-hunk_scores[u], tie_key(u)))
+        uids = uids[:hunks_per_commit]
         out.append(
             FusedCommit(
                 sha=sha,
