@@ -240,7 +240,7 @@ class Catalog:
             rows = ",".join("(?)" for _ in chunk)
             sql = (
                 "SELECT wanted.column1, (SELECT group_concat(uid) FROM (SELECT h.uid FROM files f JOIN hunks h"
-                f" ON h.fid = f.fid WHERE f.sha = wanted.column1 ORDER BY f.fid, h.uid LIMIT ?))"
+                " ON h.fid = f.fid WHERE f.sha = wanted.column1 ORDER BY f.fid, h.uid LIMIT ?))"
                 f" FROM (VALUES {rows}) wanted"
             )
             for sha, uids in self._db.execute(sql, (per, *chunk)):
