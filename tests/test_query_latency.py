@@ -4,6 +4,7 @@ fresh processes, each importing the checkout it is given, and their results are 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from backstory.evaluation.query_latency import SERVER, main, summary
@@ -16,13 +17,13 @@ def test_rounds_alternate_checkouts_and_compare_their_results(tmp_path: Path) ->
     for i in range(8):
         repo.commit(f"Teach the parser rule number {i}", {f"rules/r{i}.py": f"def rule_{i}(tokens):\n    return {i}\n"})
     index_repository(repo.path)
+    other = tmp_path / "other"  # another checkout: a copy of this one's server/
+    shutil.copytree(SERVER, other / "server", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "latency.json"
-    assert (
-        main([str(repo.path), "--queries", "5", "--rounds", "2", "--compare", str(SERVER.parent), "--out", str(out)])
-        == 0
-    )
+    assert main([str(repo.path), "--queries", "5", "--rounds", "2", "--compare", str(other), "--out", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert set(report["rounds"]) == {"compared", "this checkout"}
+    imported = {arm: {r["imported"] for r in rounds} for arm, rounds in report["rounds"].items()}
+    assert imported == {"compared": {str((other / "server").resolve())}, "this checkout": {str(SERVER)}}
     assert all(len(rounds) == 2 for rounds in report["rounds"].values())
     assert report["results_identical_across_arms"], "the same code on the same index answers alike"
     for arm in report["summary"].values():

@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 import tantivy
 
+from backstory.history.policy import PathPolicy
+from backstory.history.reader import read_commit
+from backstory.history.repo import open_repo
 from backstory.index import symbols_phase
 from backstory.index.build import index_repository
+from backstory.index.prepare import hunk_docs
 from backstory.index.store import Store, StoreError
-from backstory.index.text_index import index_exists, merge_rankings, open_index
+from backstory.index.text_index import HunkDoc, add_docs, index_exists, merge_rankings, open_index, uids_query
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import CACHE_CODE, DATES_CODE, RETRY_CODE, GitRepo
@@ -119,32 +123,47 @@ def test_only_files_waiting_for_symbols_are_staged(tmp_path: Path, deferred: Non
     assert _docs(store.tantivy_path, "python") == 0
     index_repository(repo.path, index_dir=index)
     assert _docs(store.tantivy_path) == _hunks(index) and not store.staging_path.exists()
-    assert store.get_state(symbols_phase.BY_FILE) is None
 
 
-def test_a_staging_index_of_whole_commits_is_moved_whole(
-    tmp_path: Path, deferred: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A staging index made by a version that staged whole commits (no mark in the catalogue) is moved as it
-    was made: the README's documents, staged with their commits, reach the main index too."""
+def _as_an_older_version_staged(repo_path: Path, index: Path) -> int:
+    """Make the staging index what an older version made: the staged commits' other files' documents moved to
+    it from the main index (documents built as the keyword phase builds them). Returns how many moved."""
+    store = Store(index)
+    db = store.db
+    todo = symbols_phase.pending(db)
+    repo = open_repo(repo_path)
+    moved: list[HunkDoc] = []
+    for info in todo:
+        files = db.execute(
+            "SELECT f.parsed, MIN(h.uid) FROM files f LEFT JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
+            " GROUP BY f.fid ORDER BY f.fid",
+            (info.sha,),
+        ).fetchall()
+        cd = read_commit(repo, info, PathPolicy(), with_symbols=False)
+        per_file = hunk_docs(cd, [first or 0 for _parsed, first in files], False)
+        moved += [d for (parsed, _first), docs in zip(files, per_file, strict=True) if parsed != -1 for d in docs]
+    main = open_index(store.tantivy_path, create=False).writer(heap_size=15_000_000, num_threads=1)
+    main.delete_documents_by_query(uids_query(d.uid for d in moved))
+    main.commit()
+    main.wait_merging_threads()
+    staging = open_index(store.staging_path, create=False).writer(heap_size=15_000_000, num_threads=1)
+    add_docs(staging, moved)
+    staging.commit()
+    staging.wait_merging_threads()
+    return len(moved)
+
+
+def test_a_staging_index_of_whole_commits_is_moved_whole(tmp_path: Path, deferred: None) -> None:
+    """A staging index that holds other files too (an older version staged whole commits) is moved as it was
+    made: the README, staged with cache.py, reaches the main index too, once."""
     repo = _history(tmp_path / "repo")
     index = tmp_path / "index"
-    with monkeypatch.context() as older:
-        older.setattr(symbols_phase.Staging, "by_file", lambda self: False)
-        _stop_at_symbols(repo.path, index)
+    _stop_at_symbols(repo.path, index)
+    assert _as_an_older_version_staged(repo.path, index) == 1  # the README of "add a cache"
     store = Store(index)
-    with store.transaction() as tx:
-        tx.execute("DELETE FROM state WHERE key=?", (symbols_phase.BY_FILE,))
-    staged = _docs(store.staging_path, "markdown")  # the README with cache.py; the commit without code is not
-    assert (
-        staged == 1
-        and _docs(store.tantivy_path)
-        == _docs(store.tantivy_path, "markdown")
-        == 1
-        == _hunks(index, "markdown") - staged
-    )
+    assert _docs(store.staging_path, "markdown") == 1 and _docs(store.tantivy_path, "markdown") == 1
     index_repository(repo.path, index_dir=index)
-    assert _docs(store.tantivy_path, "markdown") == _hunks(index, "markdown")
+    assert _docs(store.tantivy_path, "markdown") == _hunks(index, "markdown") == 2
     assert _docs(store.tantivy_path) == _hunks(index) and not store.staging_path.exists()
 
 

@@ -35,6 +35,7 @@ SERVER = Path(__file__).resolve().parents[2]  # this checkout's server/ (the pac
 ROUND = """
 import hashlib, json, sys, time
 from pathlib import Path
+import backstory
 from backstory.evaluation.bench import latency, sample_queries
 from backstory.search.engine import Engine
 from backstory.search.options import SearchOptions
@@ -47,18 +48,23 @@ def search(q):
     answers.append([[r["commit"]["sha"], r["score"], r["why"]] for r in results])
 timed = latency(search, queries)
 digest = hashlib.sha256(json.dumps(answers[3:], sort_keys=True).encode()).hexdigest()
-print(json.dumps({"p50_ms": timed["p50_ms"], "p95_ms": timed["p95_ms"], "results_sha256": digest}))
+print(json.dumps({"p50_ms": timed["p50_ms"], "p95_ms": timed["p95_ms"], "results_sha256": digest,
+                  "imported": str(Path(backstory.__file__).resolve().parents[1])}))
 """
 
 
 def run_round(server: Path, repo: Path, index_dir: Path | None, queries: int) -> dict[str, Any]:
-    """One round's p50 / p95 and a digest of its results, measured in a new process importing ``server``."""
+    """One round's p50 / p95, a digest of its results and where the package came from (``imported``: ``server``
+    itself, or the measurement would be of other code), measured in a new process importing ``server``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(server), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
     args = [sys.executable, "-c", ROUND, str(repo), str(index_dir or ""), str(queries)]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    # run from ``server``: ``-c`` puts the working directory first on the path, which must not be another checkout
+    done = subprocess.run(args, env=env, cwd=server, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"a round failed ({server}):\n{done.stderr.strip()}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(result["imported"]) != server.resolve():
+        raise SystemExit(f"a round meant for {server} imported backstory from {result['imported']}")
     return result
 
 
@@ -93,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         arms = {"compared": Path(args.compare).resolve() / "server", **arms}
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
     for i in range(args.rounds):
-        for name, server in arms.items():
+        order = list(arms.items())
+        for name, server in order if i % 2 == 0 else order[::-1]:  # neither arm always runs first
             rounds[name].append(run_round(server, repo, index_dir, args.queries))
             r = rounds[name][-1]
             print(f"round {i + 1} {name}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms", file=sys.stderr)

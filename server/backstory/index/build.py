@@ -319,9 +319,8 @@ def _write_batch(
     defer: bool,
 ) -> None:
     """``defer``: symbols are attached later (`symbols_phase`): the documents of files waiting for them go to
-    the staging index, the rest to the main one (a staging index made by a version that staged whole commits
-    keeps getting whole commits: :meth:`~.symbols_phase.Staging.by_file`). Otherwise symbols were read inline:
-    everything goes to the main index."""
+    the staging index, the rest to the main one. Otherwise symbols were read inline: everything goes to the main
+    index."""
     infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
     diffs = [b for b in batch if isinstance(b, CommitDiff)]
     n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
@@ -338,9 +337,6 @@ def _write_batch(
         uid = store.reserve_uids(db, n_hunks)
         fid = int(store.get_state("next_fid", "1") or 1)
         store.set_state(db, "next_fid", str(fid + n_files))
-        later = options.symbols and defer  # supported files get their symbols in the symbols phase
-        if later and not staging.exists():  # the staging index about to be made holds files, not commits
-            store.set_state(db, symbols_phase.BY_FILE, "1")
     # 2. Tantivy: drop whatever a killed run left for these commits, add the hunks, commit
     for c in infos:
         writer.delete_documents_by_term("sha", c.sha)
@@ -349,13 +345,12 @@ def _write_batch(
     staged: list[HunkDoc] = []
     hunk_rows: list[tuple[Any, ...]] = []
     file_rows: list[tuple[Any, ...]] = []
+    later = options.symbols and defer  # supported files get their symbols in the symbols phase
     supported = symbols.supported_languages()
-    by_file = later and staging.by_file()
     for cd in diffs:
         c = cd.commit
-        waits = later and any(f.language in supported for f in cd.files)
         for f, file_docs in zip(cd.files, hunk_docs(cd, first_uids(cd, uid), options.no_messages), strict=True):
-            (staged if waits and (f.language in supported or not by_file) else docs).extend(file_docs)
+            (staged if later and f.language in supported else docs).extend(file_docs)
         texts = prepared(cd, options.no_messages)
         for f, ft in zip(cd.files, texts.files, strict=True):
             parsed = PENDING if later and f.language in supported else int(f.parsed)

@@ -13,8 +13,9 @@ in the main index untouched) and moves their documents to the main index with th
 is only ever added to, so once the phase ends (and the staging index is deleted) its BM25 statistics, and so
 every lane's scores, are exactly those of an index built in one pass: replacing documents in place would leave
 deleted ones in Tantivy's term statistics until a background merge happened to drop them. Search reads both
-indexes while the phase runs. A staging index made by a version that staged whole commits (no :data:`BY_FILE`
-mark in the catalogue) is moved as it was made: whole commits re-read, and every document of theirs moved.
+indexes while the phase runs. A staging index that holds other files too (an older version staged whole
+commits, and may have added to it) is moved as such an index was: whole commits re-read, and every document of
+theirs moved.
 
 Crash safety follows the history phase: the main index commits first, then the staging one, then the
 catalogue clears the marks; a run killed in between moves the same commits again (deleting whatever an earlier
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 import tantivy
 from dulwich.repo import Repo
 
+from .. import symbols
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from . import memory
@@ -40,11 +42,9 @@ from .parallel import read_all
 from .prepare import hunk_docs
 from .progress import Progress
 from .store import Store, StoreError
-from .text_index import HunkDoc, add_docs, index_exists, open_index, uids_query
+from .text_index import HunkDoc, add_docs, index_exists, open_index, others_query, uids_query
 
 PENDING = -1  # files.parsed: in a supported language, symbols not attached yet
-#: state key: the staging index holds files waiting for symbols, not whole commits (set before it is made)
-BY_FILE = "staging_by_file"
 DEFER_FROM = 500  # commits in one run from which symbols get a phase of their own
 BATCH_COMMITS = 400
 BATCH_HUNKS = 8000
@@ -60,10 +60,15 @@ class Staging:
     def exists(self) -> bool:
         return index_exists(self.store.staging_path)
 
-    def by_file(self) -> bool:
-        """Whether the staging index holds only the files waiting for symbols (the rest of their commits being
-        in the main index), as this version makes it; an index without the mark staged whole commits."""
-        return self.store.get_state(BY_FILE) == "1"
+    def holds_others(self, languages: frozenset[str]) -> bool:
+        """Whether the staging index holds a document of a file in none of ``languages`` (those of the files
+        waiting for symbols): the rest of its commit is then not in the main index (an older version staged
+        whole commits), and the phase must move whole commits. Asked of the index itself, not of a mark kept
+        elsewhere, which an older version sharing the index would not maintain."""
+        if not self.exists():
+            return False
+        index = open_index(self.store.staging_path, create=False)
+        return bool(index.searcher().search(others_query(languages), limit=1, count=False).hits)
 
     def writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
@@ -92,9 +97,6 @@ class Staging:
         self.close()
         if self.store.staging_path.exists():
             shutil.rmtree(self.store.staging_path)
-        if self.store.get_state(BY_FILE) is not None:  # the next staging index gets the mark when it is made
-            with self.store.transaction() as tx:
-                tx.execute("DELETE FROM state WHERE key=?", (BY_FILE,))
 
 
 def pending(db: sqlite3.Connection) -> list[CommitInfo]:
@@ -108,10 +110,13 @@ def pending(db: sqlite3.Connection) -> list[CommitInfo]:
     return [CommitInfo(r[0], tuple(json.loads(r[1])), *r[2:]) for r in rows]
 
 
-def pending_languages(db: sqlite3.Connection) -> frozenset[str]:
-    """The languages of the files waiting for symbols: what the keyword phase staged (the languages supported
-    then), whatever this process supports."""
-    return frozenset(r[0] for r in db.execute("SELECT DISTINCT language FROM files WHERE parsed=?", (PENDING,)) if r[0])
+def waiting_languages(db: sqlite3.Connection) -> tuple[frozenset[str], frozenset[str]]:
+    """The languages of the files waiting for symbols: as the keyword phase staged them, and as this version
+    names their paths (a re-read must reach every one of them, should a file name's language have changed)."""
+    rows = db.execute("SELECT DISTINCT path, language FROM files WHERE parsed=?", (PENDING,)).fetchall()
+    staged = frozenset(str(lang) for _path, lang in rows if lang)
+    named = frozenset(lang for path, _lang in rows if (lang := symbols.language_for_path(path)) is not None)
+    return staged, staged | named
 
 
 def attach(
@@ -132,8 +137,10 @@ def attach(
     total, done = len(todo), 0
     if progress:
         progress("symbols", 0, total)
-    # the languages of the files waiting (those staged); no staging index (deleted?): whole commits, always right
-    languages = pending_languages(store.db) if staging.exists() and staging.by_file() else None
+    # only the files waiting are re-read and moved, unless the staging index holds other files too: then whole
+    # commits, as it was made (always right)
+    staged, named = waiting_languages(store.db)
+    languages = None if staging.holds_others(staged) else named
     batch: list[CommitDiff] = []
     hunks = 0
     for cd in read_all(repo, todo, policy, True, no_messages, documents_only=True, languages=languages):
@@ -166,11 +173,12 @@ def _move(
     languages: frozenset[str] | None,
 ) -> None:
     """Move ``batch``'s staged documents to the main index with their symbols. ``languages``: the batch was read
-    in just these languages, and only its files waiting for symbols are staged (:meth:`Staging.by_file`);
-    None: whole commits were read and staged."""
+    in just these languages, and only its files waiting for symbols are staged; None: whole commits were read
+    and staged (:meth:`Staging.holds_others`)."""
     shas = [cd.commit.sha for cd in batch]
     marks = ",".join("?" * len(shas))
-    only = "" if languages is None else f" AND f.parsed = {PENDING}"
+    # not a purged commit's tombstones (files kept until the dense phase drops their vectors, without hunks)
+    only = " AND f.embedded <> -1" + ("" if languages is None else f" AND f.parsed = {PENDING}")
     db = store.db
     files: dict[str, list[tuple[int, str, str]]] = {}
     for fid, sha, path, old_path in db.execute(

@@ -196,6 +196,13 @@ def uids_query(uids: Iterable[int]) -> tantivy.Query:
     return tantivy.Query.term_set_query(_SCHEMA, "uid", sorted(uids))
 
 
+def others_query(languages: Iterable[str]) -> tantivy.Query:
+    """Documents of files in none of ``languages``."""
+    clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
+    clauses += [(tantivy.Occur.MustNot, tantivy.Query.term_query(_SCHEMA, "language", lang)) for lang in languages]
+    return tantivy.Query.boolean_query(clauses)
+
+
 def lane_query(schema: tantivy.Schema, lane: str, terms: Sequence[str]) -> tantivy.Query | None:
     if not terms:
         return None
