@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from backstory.evaluation.query_latency import SERVER, main, summary
 from backstory.index.build import index_repository
 from gitrepo import GitRepo
@@ -39,3 +41,11 @@ def test_the_summary_is_the_median_of_rounds_and_notices_different_results() -> 
     s = summary(rounds)
     assert (s["p50_ms_median_of_rounds"], s["p95_ms_median_of_rounds"]) == (50.0, 80.0)
     assert s["p50_ms_range"] == [40.0, 60.0] and not s["rounds_identical"]
+
+
+def test_a_round_that_fails_stops_with_its_error(tmp_path: Path) -> None:
+    """Not a repository: the round's own error is shown, no report is written."""
+    out = tmp_path / "latency.json"
+    with pytest.raises(SystemExit, match="a round failed"):
+        main([str(tmp_path), "--queries", "3", "--rounds", "1", "--out", str(out)])
+    assert not out.exists()

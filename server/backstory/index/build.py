@@ -349,11 +349,12 @@ def _write_batch(
     supported = symbols.supported_languages()
     for cd in diffs:
         c = cd.commit
-        for f, file_docs in zip(cd.files, hunk_docs(cd, first_uids(cd, uid), options.no_messages), strict=True):
-            (staged if later and f.language in supported else docs).extend(file_docs)
         texts = prepared(cd, options.no_messages)
-        for f, ft in zip(cd.files, texts.files, strict=True):
-            parsed = PENDING if later and f.language in supported else int(f.parsed)
+        per_file = hunk_docs(cd, first_uids(cd, uid), options.no_messages)
+        for f, ft, file_docs in zip(cd.files, texts.files, per_file, strict=True):
+            waits = later and f.language in supported  # staged until the symbols phase moves it
+            (staged if waits else docs).extend(file_docs)
+            parsed = PENDING if waits else int(f.parsed)
             file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, parsed, c.author_time))
             for i, (h, excerpt) in enumerate(zip(f.hunks, ft.excerpts, strict=True)):
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
