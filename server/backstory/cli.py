@@ -346,6 +346,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         "merges": "merges",
         "symbols": "symbols",
         "texts": "commit texts",
+        "message_index": "messages",
         "dense": "embeddings",
     }
     split = [f"{labels.get(k, k)} {seconds_text(v)}" for k, v in phases.items()]

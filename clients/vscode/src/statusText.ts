@@ -15,6 +15,7 @@ const PHASES: Record<string, [string, string]> = {
   merges: ["diffing merges", "files"],
   symbols: ["attaching symbols", "commits"],
   texts: ["storing commit texts", "commits"],
+  message_index: ["indexing messages", "commits"],
   dense: ["embedding", "files"],
   messages: ["embedding messages", "commits"],
 };

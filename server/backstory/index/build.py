@@ -24,7 +24,7 @@ from ..history import libgit
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import commit_terms, integrity, memory, merge_diffs, relations, symbols_phase
+from . import commit_terms, integrity, memory, merge_diffs, message_index, relations, symbols_phase
 from .catalog import Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
@@ -248,6 +248,9 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
                 progress("history", done, total)
         del graph, todo, known, batch  # the walk's commits, messages included (~100 MB on git/git), are done with
         memory.release()
+        if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
+            message_index.sync(store, cancel, progress)
+            report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled:  # merges' change blocks, for exact symbol history (not searched)
             merge_diffs.fill(store, repo.controldir(), cancel, progress)
         if not report.cancelled and options.symbols:
@@ -290,6 +293,7 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
     writer.commit()
     staging.delete(shas)
     staging.commit()
+    message_index.delete(store, shas)
     with store.transaction() as db:
         for sha in shas:
             db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))

@@ -13,6 +13,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "merges": ("diffing merges", "files"),
     "symbols": ("attaching symbols", "commits"),
     "texts": ("storing commit texts", "commits"),  # once, for an index built before they were stored
+    "message_index": ("indexing messages", "commits"),  # once in full, then the new commits (`message_index`)
     "dense": ("embedding", "files"),
     "messages": ("embedding messages", "commits"),
 }

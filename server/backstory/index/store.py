@@ -34,6 +34,7 @@ MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
 STAGING_DIR = "tantivy-staging"  # hunks waiting for the symbols phase (index/symbols_phase.py)
+MESSAGES_DIR = "tantivy-messages"  # one document per commit message, derived (index/message_index.py)
 VECTORS = "vectors.usearch"
 LOCK = "write.lock"
 
@@ -115,6 +116,7 @@ class Store:
         self.db_path = path / DB
         self.tantivy_path = path / TANTIVY_DIR
         self.staging_path = path / STAGING_DIR
+        self.messages_path = path / MESSAGES_DIR
         self.vectors_path = path / VECTORS
         self._db: sqlite3.Connection | None = None
         self._manifest: tuple[tuple[int, int, int], dict[str, Any]] | None = None
@@ -259,7 +261,11 @@ class Store:
                     contextlib.closing(sqlite3.connect(self.db_path)) as dst,
                 ):
                     src.backup(dst)  # consistent even with a WAL
-                for tree, copy in ((source.tantivy_path, self.tantivy_path), (source.staging_path, self.staging_path)):
+                for tree, copy in (
+                    (source.tantivy_path, self.tantivy_path),
+                    (source.staging_path, self.staging_path),
+                    (source.messages_path, self.messages_path),
+                ):
                     if tree.exists():
                         shutil.copytree(tree, copy, ignore=shutil.ignore_patterns("*.lock"))
                 if source.vectors_path.exists():
@@ -275,7 +281,7 @@ class Store:
         self.close()
         for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS, "verified.json"):
             (self.path / name).unlink(missing_ok=True)
-        for tree in (self.tantivy_path, self.staging_path):
+        for tree in (self.tantivy_path, self.staging_path, self.messages_path):
             if tree.exists():
                 shutil.rmtree(tree)
 
@@ -288,7 +294,7 @@ class Store:
         return total
 
     def component_sizes(self) -> dict[str, int]:
-        """Bytes on disk per component: ``catalogue`` (SQLite with its WAL), ``keyword_index`` (Tantivy),
+        """Bytes on disk per component: ``catalogue`` (SQLite with its WAL), ``keyword_index`` (the Tantivy ones),
         ``vectors`` (usearch) and ``other`` (manifest, lock)."""
         sizes = {"catalogue": 0, "keyword_index": 0, "vectors": 0, "other": 0}
         for root, _dirs, files in os.walk(self.path):
@@ -298,7 +304,7 @@ class Store:
                     size = p.stat().st_size
                 except OSError:
                     continue
-                if p.is_relative_to(self.tantivy_path) or p.is_relative_to(self.staging_path):
+                if any(p.is_relative_to(t) for t in (self.tantivy_path, self.staging_path, self.messages_path)):
                     sizes["keyword_index"] += size
                 elif f.startswith(DB):
                     sizes["catalogue"] += size

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import tantivy
 
@@ -26,6 +27,7 @@ LANE_EXTRAS: dict[str, tuple[tuple[str, float], ...]] = {
 }
 LANE_TOP = 100
 TIE_FETCH_MAX = 5000  # hits read at most to settle a tie at a lane's cut
+K = TypeVar("K", bound=Any)  # a hit's key (`top_hits`): sortable
 
 
 def build_schema() -> tantivy.Schema:
@@ -233,15 +235,27 @@ def search_lane(
         return []
     if filters is not None:
         q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, filters)])
+    return top_hits(searcher, q, limit, lambda addresses: _uids(searcher, addresses))
+
+
+def top_hits(
+    searcher: tantivy.Searcher,
+    query: tantivy.Query,
+    limit: int,
+    keys: Callable[[list[tantivy.DocAddress]], Sequence[K | None]],
+) -> list[tuple[K, float]]:
+    """The best ``limit`` (key, score) of ``query``, ties broken by key (``keys`` reads the hits' keys from
+    fast fields; a hit without one is dropped), so that a ranking does not depend on how the index is split
+    into segments."""
     fetch = limit + 20
     while True:
         with reading_tantivy():
-            result = searcher.search(q, limit=fetch, count=False)
-            uids = _uids(searcher, [addr for _score, addr in result.hits])
-            hits = [(u, float(score)) for u, (score, _a) in zip(uids, result.hits, strict=True) if u is not None]
+            result = searcher.search(query, limit=fetch, count=False)
+            found = keys([addr for _score, addr in result.hits])
+            hits = [(k, float(score)) for k, (score, _a) in zip(found, result.hits, strict=True) if k is not None]
         hits.sort(key=lambda h: (-round(h[1], 6), h[0]))
         # which of many equal scores Tantivy returns depends on how the index is split into segments: when the
-        # cut falls inside a tie that may go on past what was fetched, fetch the whole tie, then cut by uid
+        # cut falls inside a tie that may go on past what was fetched, fetch the whole tie, then cut by key
         if len(hits) < fetch or len(hits) <= limit or fetch >= TIE_FETCH_MAX:
             break
         if round(hits[-1][1], 6) < round(hits[limit - 1][1], 6):

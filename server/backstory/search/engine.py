@@ -12,6 +12,7 @@ long-lived language server keeps one engine per repository so that those costs a
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Collection, Mapping
@@ -23,6 +24,7 @@ import tantivy
 from ..history import libgit
 from ..history.ignore_revs import ignore_files, read_ignore_revs
 from ..history.repo import HistoryError, head_sha, open_repo, worktree_root
+from ..index import message_index
 from ..index.analyzer import query_terms
 from ..index.catalog import Catalog
 from ..index.dense_build import dense_stamp
@@ -44,6 +46,8 @@ from .results import search_results
 from .second_stage import SecondStage
 from .topology import Topology
 
+log = logging.getLogger(__name__)
+
 SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due
 SMALL_UPDATE_UNITS = 300
 
@@ -59,6 +63,7 @@ class Engine:
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
+        self._messages: tantivy.Index | None = None  # the message lane's per-commit index, while current
         self._generation: str | None = None
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
@@ -112,6 +117,23 @@ class Engine:
                 raise
             return None
         return self._staging
+
+    def _message_index(self) -> tantivy.Index | None:
+        """The message lane's per-commit index while it stands for the catalogue's commits, else None: the lane
+        then searches the main index's hunks (`index.message_index`). Derived data, built again by the next
+        indexing run: one that cannot be read is never an error here."""
+        try:
+            if not message_index.current(self.store) or not index_exists(self.store.messages_path):
+                self._messages = None
+                return None
+            with reading_tantivy():
+                if self._messages is None:
+                    self._messages = message_index.open_messages(self.store.messages_path, create=False)
+                self._messages.reload()
+        except (StoreError, OSError, ValueError) as e:
+            log.warning("the message index cannot be read (%s); the message lane searches hunks", e)
+            self._messages = None
+        return self._messages
 
     def manifest(self) -> dict[str, Any]:
         return self.store.read_manifest()
@@ -228,6 +250,7 @@ class Engine:
             self.store.close()
             self._index = None
             self._staging = None
+            self._messages = None
             self.dense.reset()
             self.messages.reset()
             self.ordering.texts.clear()  # a rebuild may store other excerpts (options changed)
@@ -271,8 +294,9 @@ class Engine:
             index = self._text_index()  # one snapshot for the lanes and the second stage's features
             no_messages = self._no_messages()
             fused, lanes_used, commit_scores = self.lanes.fused(
-                query, opts, allowed, meta, cancelled, index, self._staging_index(), no_messages
-            )
+                query, opts, allowed, meta, cancelled, index, self._staging_index(), no_messages,
+                None if no_messages else self._message_index(),
+            )  # fmt: skip
             self._current_texts()
             ranked = self.second_stage.rank(
                 query, fused, lanes_used, commit_scores, opts, meta, cancelled, index.searcher(), no_messages

@@ -24,6 +24,7 @@ LABELS = {
     "merges": "Diffing merges",
     "symbols": "Attaching symbols",
     "texts": "Storing commit texts",
+    "message_index": "Indexing messages",
     "dense": "Embedding changes",
     "messages": "Embedding messages",
 }
@@ -32,6 +33,7 @@ UNITS = {
     "merges": "merge files",
     "symbols": "commits",
     "texts": "commits",
+    "message_index": "commits",
     "dense": "file changes",
     "messages": "commits",
 }

@@ -492,6 +492,7 @@ local PHASES = {
   merges = { "diffing merges", "files" },
   symbols = { "attaching symbols", "commits" },
   texts = { "storing commit texts", "commits" },
+  message_index = { "indexing messages", "commits" },
   dense = { "embedding", "files" },
   messages = { "embedding messages", "commits" },
 }

@@ -1,0 +1,248 @@
+"""The message lane's own index: one Tantivy document per commit, where the main index has one per hunk.
+
+Why: the main index carries each commit's message on every hunk's document (git/git: 408,000 copies of 60,000
+messages). Searching the message field there cost ~5 ms of a search's ~9 ms in the keyword lanes; its 100 best
+hunks held as few as 2 distinct commits (a commit with many hunks fills the list with copies of one message);
+and a big commit's copies counted its words many times in their document frequency. Here each message is one
+document (~1 ms a search on git/git); each commit stands in the lane for its hunks, as before
+(`search.lanes.commit_lane`).
+
+It is data derived from the catalogue's messages, not read from git: an index built before it gets it from its
+next indexing run, without a rebuild (git/git: ~10 s). It lives in a Tantivy directory of its own (in the main
+one its documents would change the other fields' BM25 averages). Every indexing run brings it up to date after
+the keyword phase (:func:`sync`): commits written since it last did, found by their hunk ids (ids only grow
+and are never reused); purged commits are deleted with the purge (:func:`delete`); it is built again when its
+count disagrees with the catalogue's (an older backstory changed the index meanwhile) or it cannot be opened.
+
+A search reads it only while it stands for exactly the catalogue's commits (:func:`current`: the state key
+holds the id watermark it was brought up to, and every run that adds commits reserves ids past it), and
+without filters (they are per hunk: paths, languages, authors); otherwise the message lane searches the main
+index's hunks as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
+from .progress import Progress
+from .store import Store
+from .text_index import LANE_TOP, index_exists, lane_query, reading_tantivy, top_hits
+
+log = logging.getLogger(__name__)
+
+#: the state key and the form of its value, ``VERSION:<next hunk id when brought up to date>``
+STATE, VERSION = "message_index", "1"
+#: hunks a document records: the length of the run of ids its commit's hunks start with, at most a lane's length
+MAX_HUNKS = LANE_TOP
+ADD_BATCH = 500  # documents between cancellation checks and progress reports (and SQL parameters)
+
+# indexed commits with hunks: what the index must hold one document for each of
+_INDEXED = "SELECT COUNT(*) FROM commits WHERE state = 'indexed' AND n_hunks > 0"
+
+
+def build_schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_unsigned_field("uid", stored=False, indexed=False, fast=True)  # the commit's first hunk
+    sb.add_unsigned_field("hunks", stored=False, indexed=False, fast=True)  # its run of ids from there (capped)
+    sb.add_text_field("sha", stored=False, tokenizer_name="raw")
+    # as the main index's message field: the same analyzer and statistics, so the same BM25 formula
+    sb.add_text_field("message", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    return sb.build()
+
+
+def open_messages(directory: Path, *, create: bool) -> tantivy.Index:
+    """Open (or create) the message index; Tantivy raises on a damaged one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if not create and not index_exists(directory):
+        raise FileNotFoundError(f"no message index in {directory}")
+    index = tantivy.Index(build_schema(), path=str(directory), reuse=not create)
+    index.register_tokenizer(ANALYZER_NAME, build_analyzer())
+    return index
+
+
+def _stamp(next_uid: str | None) -> str:
+    return f"{VERSION}:{int(next_uid or 1)}"
+
+
+def current(store: Store) -> bool:
+    """Whether the message index stands for exactly the catalogue's indexed commits: it was brought up to date
+    when the next hunk id was what it is now (two rows of the state table: cheap enough for every search)."""
+    rows = dict(store.db.execute("SELECT key, value FROM state WHERE key IN (?, ?)", (STATE, "next_uid")))
+    return rows.get(STATE) == _stamp(rows.get("next_uid"))
+
+
+def built(store: Store) -> bool:
+    """Whether this version's message index was ever built for the store (then bringing it up to date is
+    adding the few commits written since, not reading every message)."""
+    value = store.get_state(STATE)
+    return value is not None and value.split(":")[0] == VERSION and index_exists(store.messages_path)
+
+
+def pending(store: Store) -> int:
+    """Indexed commits the message index does not stand for yet: all of them until it is built, 0 while it is
+    current, else how many more commits the catalogue has (at least 1: it changed since)."""
+    if current(store) and index_exists(store.messages_path):
+        return 0
+    indexed = int(store.db.execute(_INDEXED).fetchone()[0])
+    if not built(store):
+        return indexed
+    try:
+        with reading_tantivy():
+            index = open_messages(store.messages_path, create=False)
+            held = int(index.searcher().num_docs)
+    except Exception:
+        return indexed
+    return max(indexed - held, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageHit:
+    """A commit the message lane found: its first hunk's id, the run of ids its hunks start with, its score."""
+
+    uid: int
+    hunks: int
+    score: float
+
+    def hunk_uids(self) -> range:
+        return range(self.uid, self.uid + self.hunks)
+
+
+def search(index: tantivy.Index, searcher: tantivy.Searcher, text: str, limit: int = LANE_TOP) -> list[MessageHit]:
+    """The best ``limit`` commits by BM25 of their message (the query's terms as the message lane takes them:
+    change verbs kept), ties by first hunk id."""
+    q = lane_query(index.schema, "message", query_terms(text, drop_change_verbs=False))
+    if q is None:
+        return []
+
+    def keys(addresses: list[tantivy.DocAddress]) -> list[tuple[int, int] | None]:
+        firsts = searcher.fast_field_values("uid", addresses)
+        runs = searcher.fast_field_values("hunks", addresses)
+        return [None if u is None or n is None else (int(u), int(n)) for u, n in zip(firsts, runs, strict=True)]
+
+    return [MessageHit(uid, hunks, score) for (uid, hunks), score in top_hits(searcher, q, limit, keys)]
+
+
+def delete(store: Store, shas: Iterable[str]) -> None:
+    """Delete purged commits' documents (before the catalogue forgets them: a run killed in between leaves the
+    index holding fewer commits than the catalogue, which the next :func:`sync` notices and repairs)."""
+    shas = list(shas)
+    if not shas or not index_exists(store.messages_path):
+        return
+    try:
+        index = open_messages(store.messages_path, create=False)
+        writer = index.writer(heap_size=15_000_000, num_threads=1)
+        for sha in shas:
+            writer.delete_documents_by_term("sha", sha)
+        writer.commit()
+        writer.wait_merging_threads()
+    except Exception as e:  # derived data: the next sync builds it again
+        log.warning("the message index could not delete purged commits (%s); it will be built again", e)
+        _forget(store)
+
+
+def sync(store: Store, cancel: threading.Event | None = None, progress: Progress | None = None) -> int:
+    """Bring the message index up to date with the catalogue's indexed commits (see the module's docstring);
+    returns how many documents were added. Runs under the writer lock (nothing else adds commits meanwhile);
+    a cancelled sync leaves the index not current, and the next one adds what is missing."""
+    next_uid = store.get_state("next_uid")
+    value = store.get_state(STATE)
+    index: tantivy.Index | None = None
+    since = 0
+    if built(store) and value is not None:
+        try:
+            with reading_tantivy():
+                index = open_messages(store.messages_path, create=False)
+            since = int(value.split(":")[1])
+        except Exception as e:
+            log.warning("the message index cannot be read (%s); building it again", e)
+            index = None
+    if index is not None and value == _stamp(next_uid) and _holds_all(store, index):
+        return 0
+    added = 0
+    for attempt in range(2):
+        if index is None:
+            index, since = _fresh(store), 0
+        added += _add(store, index, since, cancel, progress)
+        if cancel is not None and cancel.is_set():
+            return added
+        if _holds_all(store, index):
+            break
+        if attempt == 0:  # commits were purged by a version that did not delete their documents: all again
+            log.info("the message index disagrees with the catalogue; building it again")
+            index = None
+    else:
+        log.warning("the message index still disagrees with the catalogue; the message lane searches hunks")
+        return added
+    with store.transaction() as db:
+        store.set_state(db, STATE, _stamp(next_uid))
+    return added
+
+
+def _holds_all(store: Store, index: tantivy.Index) -> bool:
+    index.reload()
+    return int(index.searcher().num_docs) == int(store.db.execute(_INDEXED).fetchone()[0])
+
+
+def _fresh(store: Store) -> tantivy.Index:
+    _forget(store)
+    if store.messages_path.exists():
+        shutil.rmtree(store.messages_path)
+    return open_messages(store.messages_path, create=True)
+
+
+def _forget(store: Store) -> None:
+    with store.transaction() as db:
+        db.execute("DELETE FROM state WHERE key=?", (STATE,))
+
+
+def _add(
+    store: Store, index: tantivy.Index, since: int, cancel: threading.Event | None, progress: Progress | None
+) -> int:
+    """Add a document for every indexed commit whose hunks have ids from ``since`` on (a commit's ids are
+    reserved together, so it has all of them there or none), replacing any a killed sync left for it."""
+    db = store.db
+    runs: dict[str, list[int]] = {}  # sha -> [first id, length of the run of ids from it]
+    sql = "SELECT f.sha, h.uid FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid >= ? ORDER BY h.uid"
+    for sha, uid in db.execute(sql, (since,)):
+        run = runs.get(sha)
+        if run is None:
+            runs[sha] = [uid, 1]
+        elif run[0] + run[1] == uid and run[1] < MAX_HUNKS:
+            run[1] += 1
+    shas = sorted(runs, key=lambda s: runs[s][0])
+    if progress and shas:
+        progress("message_index", 0, len(shas))
+    writer = index.writer(heap_size=50_000_000, num_threads=1)
+    added = 0
+    try:
+        for start in range(0, len(shas), ADD_BATCH):
+            if cancel is not None and cancel.is_set():
+                break
+            chunk = shas[start : start + ADD_BATCH]
+            marks = ",".join("?" * len(chunk))
+            rows = db.execute(
+                f"SELECT sha, subject, body FROM commits WHERE state = 'indexed' AND sha IN ({marks})", chunk
+            ).fetchall()
+            for sha, subject, body in rows:
+                writer.delete_documents_by_term("sha", sha)
+                doc = tantivy.Document()
+                doc.add_unsigned("uid", runs[sha][0])
+                doc.add_unsigned("hunks", runs[sha][1])
+                doc.add_text("sha", sha)
+                doc.add_text("message", code_text(f"{subject}\n{body}"))
+                writer.add_document(doc)
+            added += len(rows)
+            if progress:
+                progress("message_index", min(start + ADD_BATCH, len(shas)), len(shas))
+        writer.commit()
+    finally:
+        writer.wait_merging_threads()
+    return added
