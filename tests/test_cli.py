@@ -492,7 +492,15 @@ def test_status_is_human_readable_and_json_has_the_same_facts(indexed) -> None:
     assert "embeddings:    0 of 6 file changes (0%); 6 pending" in text
     assert "next:          run `backstory index` to embed 6 file change(s)" in text
     status = json.loads(ok("status", "-C", str(path), "--json"))
-    assert status["pending"] == {"history": 0, "interrupted": 0, "merges": 0, "symbols": 0, "texts": 0, "dense": 6}
+    assert status["pending"] == {
+        "history": 0,
+        "interrupted": 0,
+        "merges": 0,
+        "symbols": 0,
+        "texts": 0,
+        "message_index": 0,
+        "dense": 6,
+    }
     assert set(status["disk"]) == {"catalogue", "keyword_index", "vectors", "other", "rerank_states"}
     assert status["size_bytes"] == sum(v for k, v in status["disk"].items() if k != "rerank_states")
     tables = status["catalogue_tables"]  # the budget per table (dbstat), largest first

@@ -7,12 +7,13 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from backstory.history.repo import open_repo
-from backstory.index import commit_terms
+from backstory.index import commit_terms, symbols_phase
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.catalog import Catalog
 from backstory.search import features
@@ -55,7 +56,10 @@ def test_stored_terms_give_what_the_excerpts_give(tmp_path: Path, no_messages: b
         assert packed is not None and n_hunks > 0
         excerpts = [text for _path, text, _symbols in db.commit_hunk_texts(sha, commit_terms.MAX_HUNKS)]
         subject, body = (db.message_row(sha) or (0, "", ""))[1:]
-        assert commit_terms.unpack(packed) == commit_terms.commit_terms(excerpts, subject, body)
+        stored = commit_terms.unpack(packed)
+        assert stored == commit_terms.from_catalogue(db, sha)
+        assert replace(stored, files=None, names=None) == commit_terms.commit_terms(excerpts, subject, body)
+        assert stored.files == tuple(db.commit_paths(sha)) and stored.names
     stored = _gathered(repo.path, shas)
     assert stored[0][shas[1]].identifiers == {"time.sleep"} and "sleep" in stored[0][shas[1]].tf["add"]
     assert stored[2][shas[3]].identifiers == {"job.result"}
@@ -182,21 +186,28 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     assert engine.status(thorough=False)["pending"]["texts"] == 0
 
 
-def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(tmp_path: Path) -> None:
-    """The second stage caches each commit's text; symbols attached later (the symbols phase, another process)
-    must reach it, as they would a new engine."""
-    repo, shas = _history(tmp_path)
-    index_repository(repo.path, options=BuildOptions(symbols=False))
+def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second stage caches each commit's text; symbols the symbols phase attaches later (another process)
+    must reach it, as they would a new engine: the phase rewrites the names in the stored texts."""
+    monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
+    repo = GitRepo(tmp_path / "r")
+    code = "import time\n\n\ndef backoff_delay(n):\n    return n\n"
+    repo.commit("Start", {"jobs/runner.py": code})
+    sha = repo.commit("Double it", {"jobs/runner.py": code.replace("return n", "return 2 * n")})
+    cancel = threading.Event()
+    stop = lambda phase, _d, _t: cancel.set() if phase == "symbols" else None  # noqa: E731
+    assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled  # before the symbols phase
     engine = Engine(repo.path)
-    fused = [FusedCommit(sha=shas[1], fused=1.0, lanes={})]
+    fused = [FusedCommit(sha=sha, fused=1.0, lanes={})]
 
     def names() -> float:
         row = engine.candidate_features("backoff_delay", fused, {}, {})[0]
         return row[features.FEATURES.index("cover_names")]
 
     assert names() == 0.0 and names() == 0.0  # the second from the cache
-    with sqlite3.connect(store_for(open_repo(repo.path)).db_path) as conn:
-        conn.execute("UPDATE hunks SET symbols=?", ('[["backoff_delay", "function", 3, 5]]',))
+    index_repository(repo.path)  # the symbols phase
     assert names() > 0.0
     assert (
         names()
@@ -204,3 +215,21 @@ def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(tmp_pa
             features.FEATURES.index("cover_names")
         ]
     )
+
+
+def test_a_row_stored_before_it_held_paths_and_names_gives_the_same_features(tmp_path: Path) -> None:
+    """Rows an earlier version stored (six fields: no paths, no names) stay valid: the search reads those
+    commits' paths and names from the catalogue, and every feature is what a row with them gives."""
+    repo, shas = _history(tmp_path)
+    index_repository(repo.path)
+    full = _gathered(repo.path, shas)
+    store = store_for(open_repo(repo.path))
+    with store.transaction() as tx:
+        rows = tx.execute("SELECT sha, data FROM commit_terms").fetchall()
+        for sha, data in rows:
+            older = commit_terms.pack(replace(commit_terms.unpack(data), files=None, names=None))
+            tx.execute("UPDATE commit_terms SET data=? WHERE sha=?", (older, sha))
+    store.close()
+    older_rows = dict(sqlite3.connect(store.db_path).execute("SELECT sha, data FROM commit_terms"))
+    assert all(commit_terms.unpack(d).names is None and len(d) < len(dict(rows)[s]) for s, d in older_rows.items())
+    assert _gathered(repo.path, shas) == full

@@ -28,7 +28,7 @@ from backstory.history.libgit import walk
 from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit
 from backstory.history.repo import head_sha, open_repo
-from backstory.index import merge_diffs, symbols_phase
+from backstory.index import commit_terms, merge_diffs, symbols_phase
 from backstory.index.analyzer import term_counts, term_set
 from backstory.index.build import index_repository
 from backstory.index.catalog import Catalog
@@ -301,6 +301,8 @@ def test_stored_commit_terms_give_the_features_computed_before(phased: Path, one
     rows = dict(_db(phased).execute("SELECT sha, data FROM commit_terms"))
     assert set(rows) == {r[0] for r in _db(phased).execute("SELECT sha FROM commits WHERE n_hunks > 0")}
     assert rows == dict(_db(one_pass).execute("SELECT sha, data FROM commit_terms"))
+    # with paths and names: the symbols phase rewrote the names its symbols changed, to the byte
+    assert all(commit_terms.unpack(data).names is not None for data in rows.values())
     shas = sorted(rows)[::5]
     queries = [
         "adjust the buffer cache", "rename parse", "x * 3", "return x + 4", "static int", "cache.h",

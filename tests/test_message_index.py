@@ -138,11 +138,17 @@ def test_an_index_made_before_it_gets_it_without_a_rebuild(tmp_path: Path) -> No
     _as_an_older_version_left_it(store)
     ranked, hunks = _lanes(repo, "retry the connection")
     assert ranked == hunks and ranked  # the hunk lane meanwhile
-    assert message_index.pending(store) == 5
+    with Engine(repo.path) as engine:
+        status = engine.status(thorough=False)
+        assert status["pending"]["message_index"] == 5 and "index the messages of 5 commit(s)" in status["next"]
+        assert not engine.small_update_due(dense=False)  # reading every message: not in a server's process
     main_files = sorted(p.name for p in store.tantivy_path.iterdir())
     report = index_repository(repo.path)
     assert report.new_commits == 0 and sorted(p.name for p in store.tantivy_path.iterdir()) == main_files
-    assert message_index.current(store) and _held(store) == 5 and message_index.pending(store) == 0
+    assert message_index.current(store) and _held(store) == 5
+    with Engine(repo.path) as engine:
+        assert engine.status(thorough=False)["pending"]["message_index"] == 0
+        assert engine.small_update_due(dense=False)
 
 
 def test_changes_an_older_version_made_are_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

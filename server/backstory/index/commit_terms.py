@@ -5,8 +5,11 @@ context lines and message (`search.features`). Reading a commit's excerpts back 
 analysing them cost ~0.6-1.3 ms a commit, ~23 candidates a search: on git/git about a third of a search with
 embeddings, pure Python no thread can overlap. None of it depends on the query, so the readers (in parallel,
 from the excerpts they have just made) analyse each commit once and the catalogue keeps the result, ~0.8 KB a
-commit compressed. The terms of paths and touched symbols are not in it: symbols arrive later (the symbols
-phase), so a search still reads those (one short query).
+commit compressed. Since the ninth pass the row also holds the commit's paths and the terms of the paths and
+touched symbols of its first hunks (~1.5-2.5 ms a search on git/git read and analysed them): a long run's
+symbols arrive after the row is written, so the symbols phase rewrites that part in the transaction that
+stores the symbols (:func:`with_names`), and the row always says what the catalogue's hunks say. A row written
+before then has neither, and the search reads them from the catalogue as it did.
 
 The same :func:`commit_terms` serves a commit without a stored row (an index built before these rows
 existed): the search computes it from the catalogue's excerpts, so both give the same features, and the next
@@ -21,8 +24,8 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .analyzer import term_counts, term_set
@@ -60,11 +63,30 @@ class CommitTerms:
     changed: str  # the changed lines' distinct code-like words as written, one a line (verbatim identifiers)
     message: frozenset[str]  # terms of the subject and body
     subject: frozenset[str]  # terms of the subject alone
+    files: tuple[str, ...] | None = None  # the commit's paths, in file order (None: a row from before them)
+    names: frozenset[str] | None = None  # terms of the paths and touched symbols of its first hunks (`names`)
+
+
+def names(hunks: Iterable[tuple[str, Iterable[str]]]) -> frozenset[str]:
+    """The terms of the paths and touched symbols' names of a commit's first :data:`MAX_HUNKS` hunks, given as
+    (path, symbol names) in hunk order."""
+    words: list[str] = []
+    for i, (path, symbols) in enumerate(hunks):
+        if i == MAX_HUNKS:
+            break
+        words.append(path)
+        words.extend(symbols)
+    return term_set(" ".join(words))
+
+
+def with_names(terms: CommitTerms, files: Sequence[str], hunks: Iterable[tuple[str, Iterable[str]]]) -> CommitTerms:
+    """``terms`` with the commit's paths and :func:`names` (``hunks``: (path, symbol names) in hunk order)."""
+    return replace(terms, files=tuple(files), names=names(hunks))
 
 
 def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerms:
     """The terms of a commit's first :data:`MAX_HUNKS` hunk excerpts (as the catalogue stores them) and of its
-    message.
+    message (without its paths and names: :func:`with_names`).
 
     ``changed`` keeps each whitespace-separated word once, and only those that look like code
     (:data:`IDENTIFIER_LIKE`): the search looks for a query's identifier-like words in it, verbatim and
@@ -87,8 +109,9 @@ def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerm
 
 
 def pack(terms: CommitTerms) -> bytes:
-    """The stored form: zlib-compressed JSON (sorted, so the same commit always gives the same bytes)."""
-    data = [
+    """The stored form: zlib-compressed JSON (sorted, so the same commit always gives the same bytes); six
+    fields, and two more with the paths and names."""
+    data: list[object] = [
         dict(sorted(terms.counts["add"].items())),
         dict(sorted(terms.counts["rem"].items())),
         sorted(terms.context),
@@ -96,6 +119,8 @@ def pack(terms: CommitTerms) -> bytes:
         sorted(terms.subject),
         sorted(terms.message - terms.subject),
     ]
+    if terms.files is not None and terms.names is not None:
+        data += [list(terms.files), sorted(terms.names)]
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
 
@@ -104,13 +129,17 @@ def unpack(data: bytes) -> CommitTerms:
     """:func:`pack`'s inverse; ``ValueError`` when ``data`` is not a stored row (a damaged catalogue: the
     search then computes the commit's terms from its excerpts)."""
     try:
-        added, removed, context, changed, subject, body = json.loads(
-            zlib.decompress(data).decode("utf-8", "surrogatepass")
-        )
+        data = json.loads(zlib.decompress(data).decode("utf-8", "surrogatepass"))
+        if not isinstance(data, list) or len(data) not in (6, 8):
+            raise ValueError("not six or eight fields")
+        added, removed, context, changed, subject, body = data[:6]
+        files, names_ = data[6:] if len(data) == 8 else (None, None)
         if not (_counts(added) and _counts(removed) and _words(context) and _words(subject) and _words(body)):
             raise ValueError("a field of the wrong type")
         if not isinstance(changed, str):
             raise ValueError("the changed words are not text")
+        if files is not None and not (_words(files) and _words(names_)):
+            raise ValueError("the paths or names are not text")
     except (zlib.error, ValueError, TypeError, RecursionError) as e:
         raise ValueError(f"not a stored commit text ({e})") from None
     subject_terms = frozenset(subject)
@@ -120,6 +149,8 @@ def unpack(data: bytes) -> CommitTerms:
         changed,
         subject_terms | frozenset(body),
         subject_terms,
+        None if files is None else tuple(files),
+        None if names_ is None else frozenset(names_),
     )
 
 
@@ -129,6 +160,21 @@ def _counts(value: object) -> bool:  # keys: JSON's are text; the types' set in 
 
 def _words(value: object) -> bool:
     return isinstance(value, list) and set(map(type, value)) <= {str}
+
+
+def from_catalogue(catalog: Catalog, sha: str) -> CommitTerms:
+    """A commit's terms, paths and names as the catalogue's rows give them (one read of its first hunks): for
+    a commit without a stored row, or a damaged one, the same as the stored row would say."""
+    _n, subject, body = catalog.message_row(sha) or (0, "", "")
+    texts = catalog.commit_hunk_texts(sha, MAX_HUNKS)
+    terms = commit_terms((text for _path, text, _symbols in texts), subject, body)
+    return with_names(terms, catalog.commit_paths(sha), hunk_names((path, symbols) for path, _t, symbols in texts))
+
+
+def hunk_names(hunks: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
+    """(path, symbol names) of hunks given as the catalogue stores them: (path, symbols JSON)."""
+    for path, symbols in hunks:
+        yield path, [s[0] for s in json.loads(symbols)]
 
 
 #: indexed commits with hunks and no stored row
@@ -163,9 +209,7 @@ def fill_missing(
             break
         rows = []
         for sha in todo[start : start + FILL_BATCH]:
-            _n, subject, body = catalog.message_row(sha) or (0, "", "")
-            excerpts = (text for _path, text, _symbols in catalog.commit_hunk_texts(sha, MAX_HUNKS))
-            rows.append((sha, pack(commit_terms(excerpts, subject, body))))
+            rows.append((sha, pack(from_catalogue(catalog, sha))))
         with store.transaction() as tx:
             tx.executemany(STORE_ROWS, rows)
         done += len(rows)

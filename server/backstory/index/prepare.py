@@ -59,7 +59,10 @@ def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False) -> 
         )
         if any(f.hunks for f in cd.files):
             excerpts = (h.excerpt for f in cd.files for h in f.hunks)  # the first MAX_HUNKS are read
-            terms = commit_terms.pack(commit_terms.commit_terms(excerpts, c.subject, c.body))
+            hunks = ((f.path, [s.name for s in h.symbols]) for f in cd.files for h in f.hunks)
+            text = commit_terms.commit_terms(excerpts, c.subject, c.body)
+            # symbols the symbols phase attaches later are added to the row then (`symbols_phase`)
+            terms = commit_terms.pack(commit_terms.with_names(text, [f.path for f in cd.files], hunks))
     return Prepared("" if no_messages else code_text(f"{c.subject}\n{c.body}"), files, patch, terms)
 
 

@@ -30,6 +30,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 import tantivy
 from dulwich.repo import Repo
@@ -37,7 +38,8 @@ from dulwich.repo import Repo
 from .. import symbols
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
-from . import memory
+from . import commit_terms, memory
+from .catalog import Catalog
 from .parallel import read_all
 from .prepare import hunk_docs
 from .progress import Progress
@@ -230,3 +232,23 @@ def _move(
     with store.transaction() as tx:
         tx.executemany("UPDATE hunks SET symbols=? WHERE uid=?", hunk_updates)
         tx.executemany("UPDATE files SET parsed=? WHERE fid=?", file_updates)
+        _rename(tx, Catalog.of(store), shas)
+
+
+def _rename(tx: sqlite3.Connection, catalog: Catalog, shas: Sequence[str]) -> None:
+    """Rewrite the names in the commits' stored texts (`commit_terms.names`) from their hunks' new symbols, in
+    the transaction that stores the symbols: a search never reads names that disagree with the hunks. Rows
+    stored before they held names are left as they are (the search reads those commits' names itself)."""
+    updates: list[tuple[bytes, str]] = []
+    for sha in shas:
+        row = tx.execute("SELECT data FROM commit_terms WHERE sha=?", (sha,)).fetchone()
+        try:
+            terms = commit_terms.unpack(row[0]) if row is not None else None
+        except ValueError:
+            continue  # a damaged row: the search computes the commit's text from its hunks
+        if terms is None or terms.names is None:
+            continue
+        names = commit_terms.names(commit_terms.hunk_names(catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)))
+        if names != terms.names:
+            updates.append((commit_terms.pack(replace(terms, names=names)), sha))
+    tx.executemany("UPDATE commit_terms SET data=? WHERE sha=?", updates)

@@ -175,10 +175,13 @@ class Engine:
         child: spawning costs about a second, while a re-embed after a model change is as big as a first
         index and its memory would stay with the long-lived process (Flask: 455 MB in the server, 276 MB
         when the child did it). An index built before the second stage's commit texts were stored gets them in
-        such a child too (a minute of analysis on git/git), not in the server."""
+        such a child too (a minute of analysis on git/git), not in the server, and so does one built before the
+        message lane's own index."""
         try:
             if not self.has_index() or not self.catalog.commit_texts_stored():
                 return False
+            if not self._no_messages() and not message_index.built(self.store):
+                return False  # every message read once (~10 s, 60,000 of them, on git/git): a child's work too
             info, _allowed, _hint = self.freshness()
             behind = info.get("commits_behind_head")
             if not (isinstance(behind, int) and 0 <= behind <= SMALL_UPDATE_COMMITS):

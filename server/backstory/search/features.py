@@ -25,13 +25,11 @@ the arithmetic unit-testable and lets the training tool record exactly the rows 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 
 from ..index import commit_terms
 from ..index.analyzer import query_terms, term_set
@@ -176,28 +174,26 @@ def query_info(query: str, doc_freq: Callable[[str], int], n_docs: int) -> Query
 
 
 def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
-    """One commit's analysed text: its stored :class:`~backstory.index.commit_terms.CommitTerms` (computed from
-    the catalogue's excerpts when the index has none, or a damaged one, for it), its files, and the terms of
-    the paths and symbols of its first hunks, read now (symbols arrive after the commit's text is stored)."""
+    """One commit's analysed text: its stored :class:`~backstory.index.commit_terms.CommitTerms` with its files
+    and the terms of its first hunks' paths and symbols (computed from the catalogue's hunks when the index has
+    no row, or a damaged one, for it, and the paths and names when its row is older than them)."""
     row = catalog.commit_terms(sha)
     if row is None:
         return message_tokens(catalog, sha)  # not an indexed commit
     n_hunks, packed = row
     terms = None
     if packed is not None:
-        with contextlib.suppress(ValueError):  # a damaged row: the excerpts say the same
+        with contextlib.suppress(ValueError):  # a damaged row: the catalogue's hunks say the same
             terms = commit_terms.unpack(packed)
-    if terms is None:  # one read of the hunks gives the excerpts and the names
-        message = catalog.message_row(sha) or (0, "", "")
-        texts = catalog.commit_hunk_texts(sha, commit_terms.MAX_HUNKS)
-        terms = commit_terms.commit_terms((text for _path, text, _symbols in texts), message[1], message[2])
-        hunks = [(path, symbols) for path, _text, symbols in texts]
-    else:
-        hunks = catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)
-    names = " ".join(chain.from_iterable((path, *(s[0] for s in json.loads(symbols))) for path, symbols in hunks))
+    if terms is None:
+        terms = commit_terms.from_catalogue(catalog, sha)
+    files, names = terms.files, terms.names
+    if files is None or names is None:  # a row stored before it held paths and names
+        files = tuple(catalog.commit_paths(sha))
+        names = commit_terms.names(commit_terms.hunk_names(catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)))
     return CommitTokens(
-        n_hunks=n_hunks, files=tuple(catalog.commit_paths(sha)), counts=terms.counts, context=terms.context,
-        names=term_set(names), changed=terms.changed, message=terms.message, subject=terms.subject,
+        n_hunks=n_hunks, files=files, counts=terms.counts, context=terms.context, names=names,
+        changed=terms.changed, message=terms.message, subject=terms.subject,
     )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..index import message_index
 from ..index.store import StoreError
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def status(engine: Engine, thorough: bool = True) -> dict[str, Any]:
                 "merges": catalog.pending_merge_diffs(),
                 "symbols": catalog.pending_symbol_files(),
                 "texts": catalog.pending_commit_texts(),
+                "message_index": 0 if m.get("options", {}).get("no_messages") else message_index.pending(engine.store),
                 "dense": pending_units,
             },
             embedded_files=units - pending_units,
@@ -113,6 +115,8 @@ def next_step(status: dict[str, Any]) -> str:
         todo.append(f"attach symbols to {pending['symbols']:,} file change(s)")
     if pending.get("texts"):
         todo.append(f"store the analysed text of {pending['texts']:,} commit(s) (faster searches)")
+    if pending.get("message_index"):
+        todo.append(f"index the messages of {pending['message_index']:,} commit(s) one by one (faster searches)")
     if pending.get("dense"):
         todo.append(f"embed {pending['dense']:,} file change(s)")
     if todo:

@@ -330,6 +330,13 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
             rows.append(("symbols", f"{pending['symbols']:,} file changes without symbols yet (symbol lanes)"))
         if pending.get("texts"):
             rows.append(("commit texts", f"{pending['texts']:,} commits' texts not stored yet (searches are slower)"))
+        if pending.get("message_index"):
+            rows.append(
+                (
+                    "message index",
+                    f"{pending['message_index']:,} commits' messages not indexed alone yet (searches are slower)",
+                )
+            )
         units = status.get("files", 0)
         embedded = status.get("embedded_files", units - pending.get("dense", 0))
         emb = f"{embedded:,} of {units:,} file changes ({embedded / units:.0%})" if units else "nothing to embed"
