@@ -182,7 +182,7 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     assert [a for a in seen if a[0] == "texts"] == [("texts", 0, 3), ("texts", 2, 3), ("texts", 3, 3)]
     with sqlite3.connect(store.db_path) as conn:
         assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
-        assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("1",)
+        assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("2",)
     assert engine.status(thorough=False)["pending"]["texts"] == 0
 
 
@@ -233,3 +233,14 @@ def test_a_row_stored_before_it_held_paths_and_names_gives_the_same_features(tmp
     older_rows = dict(sqlite3.connect(store.db_path).execute("SELECT sha, data FROM commit_terms"))
     assert all(commit_terms.unpack(d).names is None and len(d) < len(dict(rows)[s]) for s, d in older_rows.items())
     assert _gathered(repo.path, shas) == full
+    with store.transaction() as tx:  # as an older version leaves the state key
+        store.set_state(tx, commit_terms.STATE, "1")
+    with Engine(repo.path) as engine:
+        assert engine.status(thorough=False)["pending"]["texts"] == 5
+    seen: list[tuple[str, int, int]] = []
+    index_repository(repo.path, progress=lambda *a: seen.append(a))  # completes them, once
+    assert [a for a in seen if a[0] == "texts"][-1] == ("texts", 5, 5)
+    assert dict(sqlite3.connect(store.db_path).execute("SELECT sha, data FROM commit_terms")) == dict(rows)
+    seen.clear()
+    index_repository(repo.path, progress=lambda *a: seen.append(a))
+    assert not [a for a in seen if a[0] == "texts"]

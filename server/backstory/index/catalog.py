@@ -314,10 +314,15 @@ class Catalog:
         return row is not None and row[0] == commit_terms.VERSION
 
     def pending_commit_texts(self) -> int:
-        """Indexed commits whose analysed text is not stored yet (0 once every one's was: no count then)."""
+        """Indexed commits whose analysed text is not stored yet (0 once every one's was: no count then); when
+        none is missing but the rows were stored by an older version, every indexed commit with hunks (their
+        rows are completed with paths and names: which of them lack those, only reading them all tells)."""
         if self.commit_texts_stored():
             return 0
-        return int(self._db.execute(f"SELECT COUNT(*) {commit_terms.MISSING}").fetchone()[0])
+        missing = int(self._db.execute(f"SELECT COUNT(*) {commit_terms.MISSING}").fetchone()[0])
+        if missing:
+            return missing
+        return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND n_hunks > 0").fetchone()[0])
 
     def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:
         """(path, symbols JSON) of a commit's first ``limit`` hunks, as :meth:`commit_hunk_texts` orders them,

@@ -185,37 +185,56 @@ MISSING = (
 #: how the writer and :func:`fill_missing` store a row (OR REPLACE: a commit written again keeps one row)
 STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
 FILL_BATCH = 256
-#: the state key saying every indexed commit had its row when it was set; new commits get theirs as they are
-#: written. Only missing rows are ever filled: a new VERSION would not rewrite stored ones (a change to the
-#: stored form needs a schema change), and a commit an older backstory wrote after it was set keeps no row
-#: (its search computes the terms, the same ones)
-STATE, VERSION = "commit_terms", "1"
+#: the state key saying every indexed commit had its row, with its paths and names (since VERSION 2), when it
+#: was set; new commits get theirs as they are written. A commit an older backstory wrote after it was set
+#: keeps no row, or one without paths and names: the search computes what is missing (the same terms), and an
+#: older backstory setting the key back to its own VERSION makes the next run complete them
+STATE, VERSION = "commit_terms", "2"
 
 
 def fill_missing(
     store: Store, catalog: Catalog, cancel: threading.Event | None = None, progress: Progress | None = None
 ) -> int:
-    """Store the rows indexed commits lack (an index built before they existed), newest first, from the
-    catalogue's excerpts, a short transaction per :data:`FILL_BATCH` commits so that a search reads the
-    catalogue meanwhile and a cancelled run keeps what it stored. Returns how many were stored."""
-    todo = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING} ORDER BY c.commit_time DESC, c.sha")]
-    if todo:
-        log.info("storing the analysed text of %d commits indexed before it was stored", len(todo))
+    """Store the rows indexed commits lack (an index built before they existed), from the catalogue's
+    excerpts, and add the paths and names to rows stored without them, newest first, a short transaction per
+    :data:`FILL_BATCH` commits so that a search reads the catalogue meanwhile and a cancelled run keeps what it
+    stored. Returns how many rows were written."""
+    order = " ORDER BY c.commit_time DESC, c.sha"
+    missing = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING}{order}")]
+    stored = "FROM commits c JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed'"
+    older = [str(sha) for sha, data in store.db.execute(f"SELECT c.sha, t.data {stored}{order}") if _nameless(data)]
+    total = len(missing) + len(older)
+    if total:
+        log.info("storing the analysed text of %d commits indexed before it was stored", total)
         if progress:
-            progress("texts", 0, len(todo))
+            progress("texts", 0, total)
     done = 0
+    todo = [(sha, True) for sha in missing] + [(sha, False) for sha in older]
     for start in range(0, len(todo), FILL_BATCH):
         if cancel is not None and cancel.is_set():
             break
         rows = []
-        for sha in todo[start : start + FILL_BATCH]:
-            rows.append((sha, pack(from_catalogue(catalog, sha))))
+        for sha, absent in todo[start : start + FILL_BATCH]:
+            if absent:
+                rows.append((sha, pack(from_catalogue(catalog, sha))))
+                continue
+            (data,) = store.db.execute("SELECT data FROM commit_terms WHERE sha=?", (sha,)).fetchone()
+            hunks = hunk_names(catalog.commit_hunk_names(sha, MAX_HUNKS))
+            rows.append((sha, pack(with_names(unpack(data), catalog.commit_paths(sha), hunks))))
         with store.transaction() as tx:
             tx.executemany(STORE_ROWS, rows)
         done += len(rows)
         if progress:
-            progress("texts", done, len(todo))
+            progress("texts", done, total)
     if cancel is None or not cancel.is_set():
         with store.transaction() as tx:
             store.set_state(tx, STATE, VERSION)
     return done
+
+
+def _nameless(data: bytes) -> bool:
+    """Whether a stored row lacks the paths and names (an older one; a damaged one is left to the search)."""
+    try:
+        return unpack(data).names is None
+    except ValueError:
+        return False
