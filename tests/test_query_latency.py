@@ -21,9 +21,18 @@ def test_rounds_alternate_checkouts_and_compare_their_results(tmp_path: Path) ->
     index_repository(repo.path)
     other = tmp_path / "other"  # another checkout: a copy of this one's server/
     shutil.copytree(SERVER, other / "server", ignore=shutil.ignore_patterns("__pycache__"))
+    own = tmp_path / "own-index"  # and its own copy of the index
+    shutil.copytree(repo.path / ".git" / "backstory", own)
     out = tmp_path / "latency.json"
-    assert main([str(repo.path), "--queries", "5", "--rounds", "2", "--compare", str(other), "--out", str(out)]) == 0
+    args = ["--queries", "5", "--rounds", "2", "--compare", str(other), "--compare-index-dir", str(own)]
+    assert main([str(repo.path), *args, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
+    assert report["index_dirs"] == {"this checkout": None, "compared": str(own.resolve())}
+    used = {arm: {r["index"] for r in rounds} for arm, rounds in report["rounds"].items()}
+    assert used == {
+        "compared": {str(own.resolve())},
+        "this checkout": {str((repo.path / ".git" / "backstory").resolve())},
+    }
     imported = {arm: {r["imported"] for r in rounds} for arm, rounds in report["rounds"].items()}
     assert imported == {"compared": {str((other / "server").resolve())}, "this checkout": {str(SERVER)}}
     assert all(len(rounds) == 2 for rounds in report["rounds"].values())

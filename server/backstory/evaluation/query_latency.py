@@ -8,7 +8,8 @@ from round to round with the load and the page cache, so each round runs in a fr
 three queries, as the scale benchmark's), and the report gives every round and the median of rounds.
 
 ``--compare CHECKOUT`` alternates rounds with another checkout's ``server/`` on the same index (before and
-after a change, the same load for both); the program a round runs uses only the engine's public API, so an older
+after a change, the same load for both), or on an index of its own (``--compare-index-dir``: a copy of the index
+as that checkout left it, when the change is in what an index run stores); the program a round runs uses only the engine's public API, so an older
 checkout can be measured too. Every round's results (commit, score, why) are compared: the same index and
 queries must give the same results (deterministic), and a change meant not to alter ranking shows that it did
 not. Nothing here asserts a time.
@@ -49,7 +50,8 @@ def search(q):
 timed = latency(search, queries)
 digest = hashlib.sha256(json.dumps(answers[3:], sort_keys=True).encode()).hexdigest()
 print(json.dumps({"p50_ms": timed["p50_ms"], "p95_ms": timed["p95_ms"], "results_sha256": digest,
-                  "imported": str(Path(backstory.__file__).resolve().parents[1])}))
+                  "imported": str(Path(backstory.__file__).resolve().parents[1]),
+                  "index": str(engine.store.path.resolve())}))
 """
 
 
@@ -90,23 +92,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compare", help="another checkout (its server/ is imported), alternated round by round")
+    ap.add_argument("--compare-index-dir", help="the compared checkout's own copy of the index (default: the same)")
     ap.add_argument("--out", help="write the JSON report here")
     args = ap.parse_args(argv)
     repo = Path(args.repo).resolve()
     index_dir = Path(args.index_dir).resolve() if args.index_dir else None
     arms = {"this checkout": SERVER}
+    indexes = {"this checkout": index_dir}
     if args.compare:
         arms = {"compared": Path(args.compare).resolve() / "server", **arms}
+        indexes["compared"] = Path(args.compare_index_dir).resolve() if args.compare_index_dir else index_dir
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
     for i in range(args.rounds):
         order = list(arms.items())
         for name, server in order if i % 2 == 0 else order[::-1]:  # neither arm always runs first
-            rounds[name].append(run_round(server, repo, index_dir, args.queries))
+            rounds[name].append(run_round(server, repo, indexes[name], args.queries))
             r = rounds[name][-1]
             print(f"round {i + 1} {name}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms", file=sys.stderr)
     digests = {r["results_sha256"] for rs in rounds.values() for r in rs}
     report = {
-        "repo": str(repo), "index_dir": str(index_dir) if index_dir else None, "machine": machine(),
+        "repo": str(repo), "index_dirs": {name: str(d) if d else None for name, d in indexes.items()},
+        "machine": machine(),
         "load_average": os.getloadavg()[0], "queries": args.queries, "warm_queries": 3,
         "pipeline": "default SearchOptions (every lane the index has, MaxSim rerank, learned second stage)",
         "arms": {name: str(server) for name, server in arms.items()},
