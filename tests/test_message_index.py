@@ -14,7 +14,7 @@ from backstory.history.repo import open_repo
 from backstory.index import message_index
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.catalog import Catalog
-from backstory.index.store import Store
+from backstory.index.store import Store, StoreError
 from backstory.index.text_index import Filters, filter_query, open_index, search_lane
 from backstory.search.engine import Engine
 from backstory.search.lanes import commit_lane
@@ -188,6 +188,22 @@ def test_a_damaged_message_index_is_searched_around_and_built_again(tmp_path: Pa
     assert message_index.current(store) and _held(store) == _indexed(store)
     ranked, _ = _lanes(repo, "retry the connection")
     assert ranked
+
+
+def test_a_message_index_failing_during_a_search_leaves_it_to_the_hunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built again by an indexer under a search, or damaged in a way only a search meets: Tantivy's error is
+    not the search's; the hunks answer the lane."""
+    repo = _history(tmp_path / "r")
+    index_repository(repo.path)
+
+    def damaged(*_a: object, **_k: object) -> list[message_index.MessageHit]:
+        raise StoreError("the Tantivy index is damaged (test)")
+
+    monkeypatch.setattr(message_index, "search", damaged)
+    ranked, hunks = _lanes(repo, "retry the connection")
+    assert ranked == hunks and ranked
 
 
 def test_a_cancelled_sync_is_finished_by_the_next_run(tmp_path: Path) -> None:

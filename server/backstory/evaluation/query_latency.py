@@ -8,11 +8,11 @@ from round to round with the load and the page cache, so each round runs in a fr
 three queries, as the scale benchmark's), and the report gives every round and the median of rounds.
 
 ``--compare CHECKOUT`` alternates rounds with another checkout's ``server/`` on the same index (before and
-after a change, the same load for both), or on an index of its own (``--compare-index-dir``: a copy of the index
-as that checkout left it, when the change is in what an index run stores); the program a round runs uses only the engine's public API, so an older
-checkout can be measured too. Every round's results (commit, score, why) are compared: the same index and
-queries must give the same results (deterministic), and a change meant not to alter ranking shows that it did
-not. Nothing here asserts a time.
+after a change, the same load for both), or on an index of its own (``--compare-index-dir``: a copy of the
+index as that checkout left it, when the change is in what an index run stores); the program a round runs uses
+only the engine's public API, so an older checkout can be measured too. Every round's results (commit, score,
+why) are compared: the same index and queries must give the same results (deterministic), and a change meant
+not to alter ranking shows that it did not. Nothing here asserts a time.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import tantivy
 
 from ..index import message_index
 from ..index.catalog import Catalog
+from ..index.store import StoreError
 from ..index.text_index import LANE_TOP, filter_query, merge_rankings, search_lane
 from .fusion import FusedCommit, fuse
 from .options import TEXT_LANES, Cancelled, SearchCancelled, SearchOptions
@@ -61,8 +62,11 @@ class Lanes:
                 if not opts.wants(lane) or (lane == "message" and no_messages):
                     continue
                 if lane == "message" and fq is None and messages is not None:
-                    rankings[lane] = commit_lane(message_index.search(messages, messages.searcher(), query))
-                    continue
+                    try:
+                        rankings[lane] = commit_lane(message_index.search(messages, messages.searcher(), query))
+                        continue
+                    except StoreError:  # derived data, being built again under us or damaged: the hunks answer
+                        pass
                 rankings[lane] = search_lane(index, searcher, lane, query, fq)
                 if staging is not None and staged is not None:
                     rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
