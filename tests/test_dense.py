@@ -430,7 +430,9 @@ def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> 
     assert best_file > expected + 0.01  # the unrelated file pulls the two-file commit's centroid away
     opts.dense_commits = "best-file"
     previous = {r["commit"]["sha"]: r["why"]["fused"] for r in engine.search(query, opts)["results"]}
-    assert previous[mixed] == pytest.approx(best_file, abs=1e-5)
+    # the vector index's own cosine (usearch's kernel for this CPU, here AVX-512) rounds the float16 vectors'
+    # products differently from numpy by up to ~2e-5; the two modes differ by far more (above)
+    assert previous[mixed] == pytest.approx(best_file, abs=1e-4)
     assert previous[single] == pytest.approx(fused[single], abs=1e-5)  # one file: both scores agree
 
 
