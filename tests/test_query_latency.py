@@ -25,6 +25,7 @@ def test_rounds_alternate_checkouts_and_compare_their_results(tmp_path: Path) ->
     shutil.copytree(repo.path / ".git" / "backstory", own)
     out = tmp_path / "latency.json"
     args = ["--queries", "5", "--rounds", "2", "--compare", str(other), "--compare-index-dir", str(own)]
+    args += ["--stage-rounds", "1"]
     assert main([str(repo.path), *args, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["index_dirs"] == {"this checkout": None, "compared": str(own.resolve())}
@@ -37,6 +38,10 @@ def test_rounds_alternate_checkouts_and_compare_their_results(tmp_path: Path) ->
     assert imported == {"compared": {str((other / "server").resolve())}, "this checkout": {str(SERVER)}}
     assert all(len(rounds) == 2 for rounds in report["rounds"].values())
     assert report["results_identical_across_arms"], "the same code on the same index answers alike"
+    for stages in report["stage_rounds_ms"].values():
+        (timed,) = stages
+        assert {"whole search", "keyword lane diff", "message lane (one document a commit)"} <= set(timed)
+        assert 0 < timed["keyword lane diff"] < timed["whole search"]
     for arm in report["summary"].values():
         assert arm["rounds_identical"] and 0 < arm["p50_ms_median_of_rounds"] <= arm["p95_ms_median_of_rounds"]
 

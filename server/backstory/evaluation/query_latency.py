@@ -1,5 +1,5 @@
 """Search latency on an index built before: ``python -m backstory.evaluation.query_latency REPO [--index-dir D]
-[--queries 20] [--rounds 5] [--compare CHECKOUT] [--out F]``.
+[--queries 20] [--rounds 5] [--compare CHECKOUT [--compare-index-dir D2]] [--stage-rounds N] [--out F]``.
 
 Why a command of its own: the search target (p50 / p95 of the default pipeline: keyword, dense and message lanes,
 MaxSim rerank, learned second stage) is measured on git/git's index with embeddings, which takes over an hour to
@@ -12,7 +12,9 @@ after a change, the same load for both), or on an index of its own (``--compare-
 index as that checkout left it, when the change is in what an index run stores); the program a round runs uses
 only the engine's public API, so an older checkout can be measured too. Every round's results (commit, score,
 why) are compared: the same index and queries must give the same results (deterministic), and a change meant
-not to alter ranking shows that it did not. Nothing here asserts a time.
+not to alter ranking shows that it did not. ``--stage-rounds N`` adds rounds that time the search's main steps
+(keyword lanes, the dense lanes, the candidates' texts, the rerank), to say where a change took its time from.
+Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -54,17 +56,66 @@ print(json.dumps({"p50_ms": timed["p50_ms"], "p95_ms": timed["p95_ms"], "results
                   "index": str(engine.store.path.resolve())}))
 """
 
+#: a round of stage timings (``--stage-rounds``): the same searches with the main steps' functions wrapped in a
+#: timer (so its total is a little slower than a plain round's); per search, the time spent in each, then the
+#: medians over the searches. Steps a checkout does not have are left out.
+STAGES = """
+import functools, importlib, json, statistics, sys, time
+from pathlib import Path
+import backstory
+from backstory.evaluation.bench import sample_queries
+from backstory.search.engine import Engine
+from backstory.search.options import SearchOptions
+repo, index_dir, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+spent = {}
+def wrap(owner, attr, name, by_lane=False):
+    f = getattr(owner, attr, None)
+    if f is None:
+        return
+    @functools.wraps(f)
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            key = f"{name} {a[2]}" if by_lane else name
+            spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+    setattr(owner, attr, timed)
+lanes = importlib.import_module("backstory.search.lanes")
+wrap(lanes, "search_lane", "keyword lane", by_lane=True)
+if hasattr(lanes, "message_index"):
+    wrap(lanes.message_index, "search", "message lane (one document a commit)")
+wrap(importlib.import_module("backstory.search.features"), "commit_tokens", "candidates' texts")
+wrap(importlib.import_module("backstory.search.dense").DenseLane, "rank", "dense lane")
+wrap(importlib.import_module("backstory.search.message_lane").MessageLane, "rank", "message_dense lane")
+wrap(importlib.import_module("backstory.search.rerank").Rerank, "scores", "MaxSim rerank")
+engine = Engine(repo, Path(index_dir) if index_dir else None)
+per = []
+for i, q in enumerate(sample_queries(repo, n)):
+    spent.clear()
+    t = time.perf_counter()
+    engine.search(q, SearchOptions())
+    total = time.perf_counter() - t
+    engine.ordering.texts.clear()  # each search reads its candidates' texts, as a first search of them would
+    if i >= 3:
+        per.append({**spent, "whole search": total})
+names = sorted({k for p in per for k in p})
+print(json.dumps({k: round(statistics.median([p.get(k, 0.0) for p in per]) * 1000, 2) for k in names}))
+"""
 
-def run_round(server: Path, repo: Path, index_dir: Path | None, queries: int) -> dict[str, Any]:
+
+def run_round(server: Path, repo: Path, index_dir: Path | None, queries: int, program: str = ROUND) -> dict[str, Any]:
     """One round's p50 / p95, a digest of its results and where the package came from (``imported``: ``server``
     itself, or the measurement would be of other code), measured in a new process importing ``server``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(server), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
-    args = [sys.executable, "-c", ROUND, str(repo), str(index_dir or ""), str(queries)]
+    args = [sys.executable, "-c", program, str(repo), str(index_dir or ""), str(queries)]
     # run from ``server``: ``-c`` puts the working directory first on the path, which must not be another checkout
     done = subprocess.run(args, env=env, cwd=server, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"a round failed ({server}):\n{done.stderr.strip()}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if program is STAGES:
+        return result
     if Path(result["imported"]) != server.resolve():
         raise SystemExit(f"a round meant for {server} imported backstory from {result['imported']}")
     return result
@@ -93,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compare", help="another checkout (its server/ is imported), alternated round by round")
     ap.add_argument("--compare-index-dir", help="the compared checkout's own copy of the index (default: the same)")
+    ap.add_argument("--stage-rounds", type=int, default=0, help="then this many rounds timing the search's main steps")
     ap.add_argument("--out", help="write the JSON report here")
     args = ap.parse_args(argv)
     repo = Path(args.repo).resolve()
@@ -109,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             rounds[name].append(run_round(server, repo, indexes[name], args.queries))
             r = rounds[name][-1]
             print(f"round {i + 1} {name}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms", file=sys.stderr)
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
+    for i in range(args.stage_rounds):
+        order = list(arms.items())
+        for name, server in order if i % 2 == 0 else order[::-1]:
+            stages[name].append(run_round(server, repo, indexes[name], args.queries, STAGES))
+            print(f"stage round {i + 1} {name}: {stages[name][-1]}", file=sys.stderr)
     digests = {r["results_sha256"] for rs in rounds.values() for r in rs}
     report = {
         "repo": str(repo), "index_dirs": {name: str(d) if d else None for name, d in indexes.items()},
@@ -120,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "results_identical_across_arms": len(digests) == 1,
         "results_sha256": hashlib.sha256("".join(sorted(digests)).encode()).hexdigest()[:16],
         "rounds": rounds,
+        "stage_rounds_ms": stages if args.stage_rounds else None,
     }  # fmt: skip
     emit(report, args.out)
     return 0
