@@ -1,11 +1,10 @@
 """The message lane's own index: one Tantivy document per commit, where the main index has one per hunk.
 
 Why: the main index carries each commit's message on every hunk's document (git/git: 408,000 copies of 60,000
-messages). Searching the message field there cost ~5 ms of a search's ~9 ms in the keyword lanes; its 100 best
-hunks held as few as 2 distinct commits (a commit with many hunks fills the list with copies of one message);
-and a big commit's copies counted its words many times in their document frequency. Here each message is one
-document (~1 ms a search on git/git); each commit stands in the lane for its hunks, as before
-(`search.lanes.commit_lane`).
+messages). Searching the message field there was the largest step of the keyword lanes (git/git: ~2 ms of a
+~23 ms search, ~5 ms of ~56 on a slower machine), and a big commit's copies counted its words many times in
+their document frequency. Here each message is one document (~0.45 ms on git/git, ~1 ms on the slower
+machine); each commit stands in the lane for its hunks, as before (`search.lanes.commit_lane`).
 
 It is data derived from the catalogue's messages, not read from git: an index built before it gets it from its
 next indexing run, without a rebuild (git/git: ~10 s). It lives in a Tantivy directory of its own (in the main
