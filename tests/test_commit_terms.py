@@ -175,11 +175,12 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
         assert conn.execute("SELECT 1 FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() is None
     monkeypatch.setattr(commit_terms, "pack", real_pack)
     engine = Engine(repo.path)
-    assert engine.status(thorough=False)["pending"]["texts"] == 3  # 5 commits with hunks, 2 stored
-    assert "store the analysed text of 3 commit(s)" in engine.status(thorough=False)["next"]
+    assert engine.status(thorough=False)["pending"]["texts"] == 5  # 5 commits with hunks: 3 to store, 2 to check
+    assert "store or check the analysed text of 5 commit(s)" in engine.status(thorough=False)["next"]
     seen: list[tuple[str, int, int]] = []
     index_repository(repo.path, progress=lambda *a: seen.append(a))  # nothing new to index: it stores the rest
-    assert [a for a in seen if a[0] == "texts"] == [("texts", 0, 3), ("texts", 2, 3), ("texts", 3, 3)]
+    texts = [a for a in seen if a[0] == "texts"]
+    assert texts == [("texts", 0, 5), ("texts", 2, 5), ("texts", 4, 5), ("texts", 5, 5)]
     with sqlite3.connect(store.db_path) as conn:
         assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
         assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("2",)
@@ -244,3 +245,31 @@ def test_a_row_stored_before_it_held_paths_and_names_gives_the_same_features(tmp
     seen.clear()
     index_repository(repo.path, progress=lambda *a: seen.append(a))
     assert not [a for a in seen if a[0] == "texts"]
+
+
+def test_names_an_older_symbols_phase_left_behind_are_brought_up_to_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older version's symbols phase attaches symbols without rewriting the stored names, and sets the state
+    key to its own version at the end of its run: the next run of this one checks every row."""
+    monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
+    repo = GitRepo(tmp_path / "r")
+    code = "import time\n\n\ndef backoff_delay(n):\n    return n\n"
+    repo.commit("Start", {"jobs/runner.py": code})
+    sha = repo.commit("Double it", {"jobs/runner.py": code.replace("return n", "return 2 * n")})
+    cancel = threading.Event()
+    stop = lambda phase, _d, _t: cancel.set() if phase == "symbols" else None  # noqa: E731
+    assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled
+    store = store_for(open_repo(repo.path))
+    catalog = Catalog.of(store)
+
+    with monkeypatch.context() as older:
+        older.setattr(symbols_phase, "_rename", lambda *a: None)
+        index_repository(repo.path)
+    with store.transaction() as tx:  # what an older version's run ends with (its own version of the rows)
+        store.set_state(tx, commit_terms.STATE, "1")
+    stale = commit_terms.unpack(catalog.commit_terms(sha)[1])  # type: ignore[index]
+    assert stale.names is not None and "delay" not in stale.names  # the path's terms only
+    index_repository(repo.path)
+    fixed = commit_terms.unpack(catalog.commit_terms(sha)[1])  # type: ignore[index]
+    assert fixed == commit_terms.from_catalogue(catalog, sha) and "delay" in (fixed.names or ())

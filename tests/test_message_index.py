@@ -173,6 +173,55 @@ def test_changes_an_older_version_made_are_noticed(tmp_path: Path, monkeypatch: 
     assert _lanes(repo, "jitter")[0] == []
 
 
+def test_a_purge_by_an_older_version_alone_makes_it_not_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reset an older version indexed adds no commit (no new hunk id), but the catalogue has fewer commits."""
+    repo = _history(tmp_path / "r")
+    index_repository(repo.path)
+    store = _store(repo)
+    with monkeypatch.context() as older:
+        older.setattr(message_index, "sync", lambda *a, **k: 0)
+        older.setattr(message_index, "delete", lambda *a, **k: None)
+        repo.git("reset", "-q", "--hard", "HEAD~1")
+        assert index_repository(repo.path).purged_commits == 1
+    assert not message_index.current(store)
+    ranked, hunks = _lanes(repo, "describe the retry loop")
+    assert ranked == hunks and ranked
+    index_repository(repo.path)
+    assert message_index.current(store) and _held(store) == _indexed(store) == 4
+
+
+def test_a_commit_a_killed_purge_left_is_written_once_when_reachable_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge killed before it deleted a commit's rows leaves them; if the commit is reachable again, it is
+    written afresh: one run of hunk ids, which the message index's document stands for, and its paths once."""
+    repo = _history(tmp_path / "r")
+    tip = repo.commit("Two files at once", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    index_repository(repo.path)
+    store = _store(repo)
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    with monkeypatch.context() as killed:
+
+        def die(*_a: object) -> None:
+            raise KeyboardInterrupt
+
+        killed.setattr("backstory.index.relations.purge", die)  # inside the purge's last transaction
+        with pytest.raises(KeyboardInterrupt):
+            index_repository(repo.path)
+    catalog = Catalog.of(store)
+    assert catalog.commit_state(tip) == "pending" and len(catalog.first_hunks_of([tip], 100)[tip]) == 2
+    repo.git("reset", "-q", "--hard", tip)
+    index_repository(repo.path)
+    uids = catalog.first_hunks_of([tip], 100)[tip]
+    assert len(uids) == 2 and catalog.commit_paths(tip) == ["a.py", "b.py"]
+    assert message_index.current(store) and _held(store) == _indexed(store) == 6
+    index = message_index.open_messages(store.messages_path, create=False)
+    (hit,) = message_index.search(index, index.searcher(), "two files at once", 1)
+    assert list(hit.hunk_uids()) == uids
+
+
 def test_a_damaged_message_index_is_searched_around_and_built_again(tmp_path: Path) -> None:
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
@@ -188,6 +237,30 @@ def test_a_damaged_message_index_is_searched_around_and_built_again(tmp_path: Pa
     assert message_index.current(store) and _held(store) == _indexed(store)
     ranked, _ = _lanes(repo, "retry the connection")
     assert ranked
+
+
+def test_a_segment_failing_its_checksum_is_never_written_to(tmp_path: Path) -> None:
+    """Bytes changed inside a segment, its footer intact: the index still opens, and a writer deleting from it
+    would make Tantivy abort the process (a panic in its merge threads). Indexing a purge and a new commit
+    builds it again instead; searches meanwhile use the hunks."""
+    repo = _history(tmp_path / "r")
+    index_repository(repo.path)
+    store = _store(repo)
+    segment = max((f for f in store.messages_path.iterdir() if f.suffix in (".term", ".idx", ".store")),
+                  key=lambda f: f.stat().st_size)  # fmt: skip
+    data = bytearray(segment.read_bytes())
+    middle = len(data) // 3
+    data[middle : middle + 40] = bytes(b ^ 0xFF for b in data[middle : middle + 40])
+    segment.write_bytes(bytes(data))
+    assert message_index.damaged(store) and message_index.pending(store) == 5
+    ranked, hunks = _lanes(repo, "retry the connection")
+    assert ranked == hunks and ranked
+    repo.git("reset", "-q", "--hard", "HEAD~1")  # a purge: deleting from the damaged index is not tried
+    index_repository(repo.path)
+    assert not message_index.damaged(store) and message_index.current(store) and _held(store) == _indexed(store)
+    repo.commit("Retry with jitter", {"client.py": "def f0():\n    return 'jitter'\n"})
+    index_repository(repo.path)
+    assert message_index.current(store) and _held(store) == _indexed(store) == 5
 
 
 def test_a_message_index_failing_during_a_search_leaves_it_to_the_hunks(

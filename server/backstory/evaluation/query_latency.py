@@ -78,7 +78,7 @@ def wrap(owner, attr, name, by_lane=False):
         try:
             return f(*a, **k)
         finally:
-            key = f"{name} {a[2]}" if by_lane else name
+            key = f"{name} {k.get('lane', a[2] if len(a) > 2 else '?')}" if by_lane else name
             spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
     setattr(owner, attr, timed)
 lanes = importlib.import_module("backstory.search.lanes")
@@ -96,11 +96,14 @@ for i, q in enumerate(sample_queries(repo, n)):
     t = time.perf_counter()
     engine.search(q, SearchOptions())
     total = time.perf_counter() - t
-    engine.ordering.texts.clear()  # each search reads its candidates' texts, as a first search of them would
+    cache = getattr(getattr(engine, "ordering", None), "texts", None)
+    if cache is not None:  # each search reads its candidates' texts, as a first search of them would
+        cache.clear()
     if i >= 3:
         per.append({**spent, "whole search": total})
 names = sorted({k for p in per for k in p})
-print(json.dumps({k: round(statistics.median([p.get(k, 0.0) for p in per]) * 1000, 2) for k in names}))
+print(json.dumps({"ms": {k: round(statistics.median([p.get(k, 0.0) for p in per]) * 1000, 2) for k in names},
+                  "imported": str(Path(backstory.__file__).resolve().parents[1])}))
 """
 
 
@@ -114,8 +117,6 @@ def run_round(server: Path, repo: Path, index_dir: Path | None, queries: int, pr
     if done.returncode != 0:
         raise SystemExit(f"a round failed ({server}):\n{done.stderr.strip()}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    if program is STAGES:
-        return result
     if Path(result["imported"]) != server.resolve():
         raise SystemExit(f"a round meant for {server} imported backstory from {result['imported']}")
     return result
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.stage_rounds):
         order = list(arms.items())
         for name, server in order if i % 2 == 0 else order[::-1]:
-            stages[name].append(run_round(server, repo, indexes[name], args.queries, STAGES))
+            stages[name].append(run_round(server, repo, indexes[name], args.queries, STAGES)["ms"])
             print(f"stage round {i + 1} {name}: {stages[name][-1]}", file=sys.stderr)
     digests = {r["results_sha256"] for rs in rounds.values() for r in rs}
     report = {

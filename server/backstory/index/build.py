@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -171,7 +172,8 @@ def _index(repo, options, store, rebuild, progress, cancel, wait, verify, all_br
         else:
             store.clear_data()  # leftovers of an interrupted first run or copy
             index = open_index(store.tantivy_path, create=True)
-            store.db  # noqa: B018 - creates the catalogue before the manifest claims an index exists
+            with store.transaction() as db:  # creates the catalogue before the manifest claims an index exists
+                store.set_state(db, commit_terms.STATE, commit_terms.VERSION)  # every row it writes is current
             store.write_manifest(new_manifest(manifest_opts))
         report = IndexReport(head=head)
         if all_branches and not holds_branches(store):
@@ -295,15 +297,32 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
     staging.commit()
     message_index.delete(store, shas)
     with store.transaction() as db:
+        _forget_rows(db, shas)
         for sha in shas:
-            db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
-            db.execute("DELETE FROM hunks WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
-            db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
-            db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
         relations.purge(db, shas)
-        # files of purged commits stay as tombstones (embedded=-1) until the dense phase removes their vectors
         db.execute("DELETE FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)")
+
+
+def _with_rows(db: sqlite3.Connection, shas: list[str]) -> list[str]:
+    """Those of ``shas`` that have file rows (one lookup a chunk: a batch's commits almost never do)."""
+    found: list[str] = []
+    for start in range(0, len(shas), 500):
+        chunk = shas[start : start + 500]
+        sql = f"SELECT DISTINCT sha FROM files WHERE sha IN ({','.join('?' * len(chunk))})"
+        found += [r[0] for r in db.execute(sql, chunk)]
+    return found
+
+
+def _forget_rows(db: sqlite3.Connection, shas: Iterable[str]) -> None:
+    """Drop the catalogue's rows of these commits' changes (not the commit rows). Files that were embedded stay
+    as tombstones (embedded=-1) until the dense phase removes their vectors."""
+    for sha in shas:
+        db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
+        db.execute("DELETE FROM hunks WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
+        db.execute("DELETE FROM files WHERE sha=? AND embedded<>-1", (sha,))
+        db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
+        db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
 
 
 def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
@@ -333,6 +352,9 @@ def _write_batch(
     # in file then hunk order, so within a commit uid order is (fid, idx) order: catalogue reads rely on it to get
     # hunk order from the files_sha and hunks_fid indexes without a sort (Catalog.commit_hunk_texts)
     with store.transaction() as db:
+        # what a purge killed before it deleted the rows of a commit left (it was reachable again since): its
+        # hunks would stand beside the new ones (none otherwise: rows come last, in one transaction)
+        _forget_rows(db, _with_rows(db, [c.sha for c in infos]))
         db.executemany(
             "INSERT OR REPLACE INTO commits(sha, parents, subject, body, author_name, author_email, author_time,"
             " author_tz, commit_time, commit_tz, is_merge, state) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",

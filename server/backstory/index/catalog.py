@@ -295,7 +295,10 @@ class Catalog:
         }
 
     def commit_paths(self, sha: str) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT path FROM files WHERE sha=? ORDER BY fid", (sha,))]
+        """The paths of a commit's file changes, in file order; not the tombstones a purge of an earlier copy of
+        the commit left for the dense phase (`build._forget_rows`)."""
+        sql = "SELECT path FROM files WHERE sha=? AND embedded <> -1 ORDER BY fid"
+        return [r[0] for r in self._db.execute(sql, (sha,))]
 
     def commit_hunk_texts(self, sha: str, limit: int) -> list[tuple[str, str, str]]:
         """(path, excerpt, symbols JSON) of a commit's first ``limit`` hunks. (fid, uid) is uid order within a
@@ -314,14 +317,12 @@ class Catalog:
         return row is not None and row[0] == commit_terms.VERSION
 
     def pending_commit_texts(self) -> int:
-        """Indexed commits whose analysed text is not stored yet (0 once every one's was: no count then); when
-        none is missing but the rows were stored by an older version, every indexed commit with hunks (their
-        rows are completed with paths and names: which of them lack those, only reading them all tells)."""
+        """Indexed commits whose analysed text the next run stores or checks: none once every one's was stored
+        as this version keeps them (no count then), else every indexed commit with hunks (`commit_terms.
+        fill_missing` checks the stored rows too: which of them an older version left behind, only reading them
+        all tells)."""
         if self.commit_texts_stored():
             return 0
-        missing = int(self._db.execute(f"SELECT COUNT(*) {commit_terms.MISSING}").fetchone()[0])
-        if missing:
-            return missing
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND n_hunks > 0").fetchone()[0])
 
     def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:

@@ -172,6 +172,11 @@ def from_catalogue(catalog: Catalog, sha: str) -> CommitTerms:
     return with_names(terms, catalog.commit_paths(sha), hunk_names((path, symbols) for path, _t, symbols in texts))
 
 
+def names_of(catalog: Catalog, sha: str) -> frozenset[str]:
+    """:func:`names` of a commit as the catalogue's hunks give them now."""
+    return names(hunk_names(catalog.commit_hunk_names(sha, MAX_HUNKS)))
+
+
 def hunk_names(hunks: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
     """(path, symbol names) of hunks given as the catalogue stores them: (path, symbols JSON)."""
     for path, symbols in hunks:
@@ -186,10 +191,12 @@ MISSING = (
 #: how the writer and :func:`fill_missing` store a row (OR REPLACE: a commit written again keeps one row)
 STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
 FILL_BATCH = 256
-#: the state key saying every indexed commit had its row, with its paths and names (since VERSION 2), when it
-#: was set; new commits get theirs as they are written. A commit an older backstory wrote after it was set
-#: keeps no row, or one without paths and names: the search computes what is missing (the same terms), and an
-#: older backstory setting the key back to its own VERSION makes the next run complete them
+#: the state key saying every indexed commit had its row, with its paths and names as the catalogue's hunks give
+#: them (since VERSION 2), when it was set; new commits get theirs as they are written, and the symbols phase
+#: rewrites the names it changes. An older backstory sets the key back to its own VERSION at the end of its runs:
+#: a commit it wrote keeps no row, or one without paths and names, and its symbols phase leaves names behind the
+#: symbols, so the next run of this one checks every row (the search meanwhile computes what a row lacks; names
+#: behind their symbols cost a little ranking, never a result)
 STATE, VERSION = "commit_terms", "2"
 
 
@@ -197,20 +204,21 @@ def fill_missing(
     store: Store, catalog: Catalog, cancel: threading.Event | None = None, progress: Progress | None = None
 ) -> int:
     """Store the rows indexed commits lack (an index built before they existed), from the catalogue's
-    excerpts, and add the paths and names to rows stored without them, newest first, a short transaction per
-    :data:`FILL_BATCH` commits so that a search reads the catalogue meanwhile and a cancelled run keeps what it
-    stored. Returns how many rows were written."""
+    excerpts, and bring every stored row's paths and names to what the catalogue says (rows stored without
+    them, or by an older version's symbols phase), newest first, a short transaction per :data:`FILL_BATCH`
+    commits so that a search reads the catalogue meanwhile and a cancelled run keeps what it stored. Returns how
+    many rows were written."""
     order = " ORDER BY c.commit_time DESC, c.sha"
     missing = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING}{order}")]
     stored = "FROM commits c JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed'"
-    older = [str(sha) for sha, data in store.db.execute(f"SELECT c.sha, t.data {stored}{order}") if _nameless(data)]
-    total = len(missing) + len(older)
+    checked = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {stored}{order}")]
+    total = len(missing) + len(checked)
     if total:
-        log.info("storing the analysed text of %d commits indexed before it was stored", total)
+        log.info("storing or checking the analysed text of %d commits", total)
         if progress:
             progress("texts", 0, total)
-    done = 0
-    todo = [(sha, True) for sha in missing] + [(sha, False) for sha in older]
+    done = written = 0
+    todo = [(sha, True) for sha in missing] + [(sha, False) for sha in checked]
     for start in range(0, len(todo), FILL_BATCH):
         if cancel is not None and cancel.is_set():
             break
@@ -219,23 +227,22 @@ def fill_missing(
             if absent:
                 rows.append((sha, pack(from_catalogue(catalog, sha))))
                 continue
-            (data,) = store.db.execute("SELECT data FROM commit_terms WHERE sha=?", (sha,)).fetchone()
-            hunks = hunk_names(catalog.commit_hunk_names(sha, MAX_HUNKS))
-            rows.append((sha, pack(with_names(unpack(data), catalog.commit_paths(sha), hunks))))
+            row = store.db.execute("SELECT data FROM commit_terms WHERE sha=?", (sha,)).fetchone()
+            try:
+                terms = unpack(row[0])
+            except ValueError:
+                continue  # a damaged row: the search computes this commit's text from its hunks
+            files = tuple(catalog.commit_paths(sha))
+            names_ = names_of(catalog, sha)
+            if terms.files != files or terms.names != names_:
+                rows.append((sha, pack(replace(terms, files=files, names=names_))))
         with store.transaction() as tx:
             tx.executemany(STORE_ROWS, rows)
-        done += len(rows)
+        done += min(FILL_BATCH, len(todo) - start)
+        written += len(rows)
         if progress:
             progress("texts", done, total)
     if cancel is None or not cancel.is_set():
         with store.transaction() as tx:
             store.set_state(tx, STATE, VERSION)
-    return done
-
-
-def _nameless(data: bytes) -> bool:
-    """Whether a stored row lacks the paths and names (an older one; a damaged one is left to the search)."""
-    try:
-        return unpack(data).names is None
-    except ValueError:
-        return False
+    return written

@@ -233,8 +233,8 @@ class Verified:
     """Tantivy files already checked against their footers, known by (name, size, mtime); kept in memory and in
     ``verified.json`` (best effort: a read-only index directory just checks again next time)."""
 
-    def __init__(self, store_path: Path) -> None:
-        self.path = store_path / VERIFIED
+    def __init__(self, store_path: Path, name: str = VERIFIED) -> None:
+        self.path = store_path / name  # one record per Tantivy directory (each check replaces its record)
         self.files: dict[str, list[int]] | None = None
 
     def _load(self) -> dict[str, list[int]]:
@@ -276,7 +276,7 @@ class Verified:
         return None
 
     def _save(self) -> None:
-        tmp = self.path.with_name(f"{VERIFIED}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         with contextlib.suppress(OSError):
             tmp.write_text(json.dumps({"tantivy": self.files}), "utf-8")
             os.replace(tmp, self.path)

@@ -11,12 +11,13 @@ next indexing run, without a rebuild (git/git: ~10 s). It lives in a Tantivy dir
 one its documents would change the other fields' BM25 averages). Every indexing run brings it up to date after
 the keyword phase (:func:`sync`): commits written since it last did, found by their hunk ids (ids only grow
 and are never reused); purged commits are deleted with the purge (:func:`delete`); it is built again when its
-count disagrees with the catalogue's (an older backstory changed the index meanwhile) or it cannot be opened.
+count disagrees with the catalogue's (an older backstory changed the index meanwhile), its files fail their
+checksums or it cannot be opened.
 
 A search reads it only while it stands for exactly the catalogue's commits (:func:`current`: the state key
-holds the id watermark it was brought up to, and every run that adds commits reserves ids past it), and
-without filters (they are per hunk: paths, languages, authors); otherwise the message lane searches the main
-index's hunks as before.
+holds the next hunk id and the number of indexed commits it was brought up to; every run that adds commits
+reserves ids past it, every purge lowers the number, an older version's too), and without filters (they are
+per hunk: paths, languages, authors); otherwise the message lane searches the main index's hunks as before.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ from pathlib import Path
 
 import tantivy
 
+from . import integrity
 from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
 from .progress import Progress
-from .store import Store
+from .store import MESSAGES_VERIFIED, Store
 from .text_index import LANE_TOP, index_exists, lane_query, reading_tantivy, top_hits
 
 log = logging.getLogger(__name__)
 
-#: the state key and the form of its value, ``VERSION:<next hunk id when brought up to date>``
+#: the state key and the form of its value, ``VERSION:<next hunk id>:<indexed commits>`` when brought up to date
 STATE, VERSION = "message_index", "1"
 #: hunks a document records: the length of the run of ids its commit's hunks start with, at most a lane's length
 MAX_HUNKS = LANE_TOP
@@ -45,6 +47,8 @@ ADD_BATCH = 500  # documents between cancellation checks and progress reports (a
 
 # indexed commits with hunks: what the index must hold one document for each of
 _INDEXED = "SELECT COUNT(*) FROM commits WHERE state = 'indexed' AND n_hunks > 0"
+# every indexed commit: what a purge lowers (an index of the state column answers it: ~2 ms on git/git)
+_ALL_INDEXED = "SELECT COUNT(*) FROM commits WHERE state = 'indexed'"
 
 
 def build_schema() -> tantivy.Schema:
@@ -67,15 +71,28 @@ def open_messages(directory: Path, *, create: bool) -> tantivy.Index:
     return index
 
 
-def _stamp(next_uid: str | None) -> str:
-    return f"{VERSION}:{int(next_uid or 1)}"
+def _stamp(store: Store) -> str:
+    """What the catalogue is now, as far as the message index cares: the next hunk id (every run that adds
+    commits reserves ids) and how many commits are indexed (every purge lowers it, an older version's too)."""
+    next_uid = int(store.get_state("next_uid") or 1)
+    return f"{VERSION}:{next_uid}:{int(store.db.execute(_ALL_INDEXED).fetchone()[0])}"
 
 
 def current(store: Store) -> bool:
     """Whether the message index stands for exactly the catalogue's indexed commits: it was brought up to date
-    when the next hunk id was what it is now (two rows of the state table: cheap enough for every search)."""
-    rows = dict(store.db.execute("SELECT key, value FROM state WHERE key IN (?, ?)", (STATE, "next_uid")))
-    return rows.get(STATE) == _stamp(rows.get("next_uid"))
+    when the catalogue was as it is now (:func:`_stamp`; ~2 ms on git/git, so a search's engine asks again
+    only when the catalogue changed)."""
+    value = store.get_state(STATE)
+    return value is not None and value == _stamp(store)
+
+
+def damaged(store: Store) -> bool:
+    """Whether a committed file of the message index fails its checksum. Tantivy aborts the whole process when
+    a writer meets a damaged segment (a panic in its merge threads, which no caller can catch), so neither a
+    writer nor a search opens one; each file is read once, then known by its size and time
+    (`integrity.Verified`)."""
+    check = integrity.Verified(store.path, MESSAGES_VERIFIED)
+    return check.tantivy_problem(store.messages_path) is not None
 
 
 def built(store: Store) -> bool:
@@ -86,12 +103,13 @@ def built(store: Store) -> bool:
 
 
 def pending(store: Store) -> int:
-    """Indexed commits the message index does not stand for yet: all of them until it is built, 0 while it is
-    current, else how many more commits the catalogue has (at least 1: it changed since)."""
-    if current(store) and index_exists(store.messages_path):
+    """Indexed commits the message index does not stand for yet: all of them until it is built (or when it is
+    damaged), 0 while it is current, else how many more commits the catalogue has (at least 1: it changed)."""
+    sound = built(store) and not damaged(store)
+    if sound and current(store):
         return 0
     indexed = int(store.db.execute(_INDEXED).fetchone()[0])
-    if not built(store):
+    if not sound:
         return indexed
     try:
         with reading_tantivy():
@@ -135,6 +153,9 @@ def delete(store: Store, shas: Iterable[str]) -> None:
     shas = list(shas)
     if not shas or not index_exists(store.messages_path):
         return
+    if damaged(store):
+        _discard(store)  # the next sync builds it again
+        return
     try:
         index = open_messages(store.messages_path, create=False)
         writer = index.writer(heap_size=15_000_000, num_threads=1)
@@ -151,11 +172,11 @@ def sync(store: Store, cancel: threading.Event | None = None, progress: Progress
     """Bring the message index up to date with the catalogue's indexed commits (see the module's docstring);
     returns how many documents were added. Runs under the writer lock (nothing else adds commits meanwhile);
     a cancelled sync leaves the index not current, and the next one adds what is missing."""
-    next_uid = store.get_state("next_uid")
+    stamp = _stamp(store)
     value = store.get_state(STATE)
     index: tantivy.Index | None = None
     since = 0
-    if built(store) and value is not None:
+    if built(store) and value is not None and not damaged(store):
         try:
             with reading_tantivy():
                 index = open_messages(store.messages_path, create=False)
@@ -163,7 +184,7 @@ def sync(store: Store, cancel: threading.Event | None = None, progress: Progress
         except Exception as e:
             log.warning("the message index cannot be read (%s); building it again", e)
             index = None
-    if index is not None and value == _stamp(next_uid) and _holds_all(store, index):
+    if index is not None and value == stamp and _holds_all(store, index):
         return 0
     added = 0
     for attempt in range(2):
@@ -181,7 +202,7 @@ def sync(store: Store, cancel: threading.Event | None = None, progress: Progress
         log.warning("the message index still disagrees with the catalogue; the message lane searches hunks")
         return added
     with store.transaction() as db:
-        store.set_state(db, STATE, _stamp(next_uid))
+        store.set_state(db, STATE, stamp)
     return added
 
 
@@ -191,10 +212,15 @@ def _holds_all(store: Store, index: tantivy.Index) -> bool:
 
 
 def _fresh(store: Store) -> tantivy.Index:
+    _discard(store)
+    return open_messages(store.messages_path, create=True)
+
+
+def _discard(store: Store) -> None:
+    """No message index: first not current (a search checks that again after opening it), then no files."""
     _forget(store)
     if store.messages_path.exists():
         shutil.rmtree(store.messages_path)
-    return open_messages(store.messages_path, create=True)
 
 
 def _forget(store: Store) -> None:

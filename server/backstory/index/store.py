@@ -35,6 +35,7 @@ DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
 STAGING_DIR = "tantivy-staging"  # hunks waiting for the symbols phase (index/symbols_phase.py)
 MESSAGES_DIR = "tantivy-messages"  # one document per commit message, derived (index/message_index.py)
+MESSAGES_VERIFIED = "verified-messages.json"  # its files already checked against their checksums
 VECTORS = "vectors.usearch"
 LOCK = "write.lock"
 
@@ -279,7 +280,7 @@ class Store:
     def clear_data(self) -> None:
         """Delete the catalogue, Tantivy and vector files (not the lock): a store with no manifest is absent."""
         self.close()
-        for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS, "verified.json"):
+        for name in (MANIFEST, DB, f"{DB}-wal", f"{DB}-shm", VECTORS, "verified.json", MESSAGES_VERIFIED):
             (self.path / name).unlink(missing_ok=True)
         for tree in (self.tantivy_path, self.staging_path, self.messages_path):
             if tree.exists():

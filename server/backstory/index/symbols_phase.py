@@ -248,7 +248,7 @@ def _rename(tx: sqlite3.Connection, catalog: Catalog, shas: Sequence[str]) -> No
             continue  # a damaged row: the search computes the commit's text from its hunks
         if terms is None or terms.names is None:
             continue
-        names = commit_terms.names(commit_terms.hunk_names(catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)))
+        names = commit_terms.names_of(catalog, sha)
         if names != terms.names:
             updates.append((commit_terms.pack(replace(terms, names=names)), sha))
     tx.executemany("UPDATE commit_terms SET data=? WHERE sha=?", updates)

@@ -64,6 +64,7 @@ class Engine:
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
         self._messages: tantivy.Index | None = None  # the message lane's per-commit index, while current
+        self._messages_known: tuple[tuple[int, int, int], bool] | None = None  # (catalogue version, current)
         self._generation: str | None = None
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
@@ -123,17 +124,26 @@ class Engine:
         then searches the main index's hunks (`index.message_index`). Derived data, built again by the next
         indexing run: one that cannot be read is never an error here."""
         try:
-            if not message_index.current(self.store) or not index_exists(self.store.messages_path):
+            if not self._messages_current() or message_index.damaged(self.store):
                 self._messages = None
                 return None
             with reading_tantivy():
                 if self._messages is None:
                     self._messages = message_index.open_messages(self.store.messages_path, create=False)
                 self._messages.reload()
+            if not self._messages_current():  # an indexer began building it again between the check and here
+                self._messages = None
         except (StoreError, OSError, ValueError) as e:
             log.warning("the message index cannot be read (%s); the message lane searches hunks", e)
             self._messages = None
         return self._messages
+
+    def _messages_current(self) -> bool:
+        """`message_index.current`, asked again only when the catalogue changed (it counts indexed commits)."""
+        version = self.store.data_version()
+        if self._messages_known is None or self._messages_known[0] != version:
+            self._messages_known = (version, message_index.current(self.store))
+        return self._messages_known[1]
 
     def manifest(self) -> dict[str, Any]:
         return self.store.read_manifest()
@@ -254,6 +264,7 @@ class Engine:
             self._index = None
             self._staging = None
             self._messages = None
+            self._messages_known = None
             self.dense.reset()
             self.messages.reset()
             self.ordering.texts.clear()  # a rebuild may store other excerpts (options changed)

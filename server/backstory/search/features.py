@@ -190,7 +190,7 @@ def commit_tokens(catalog: Catalog, sha: str) -> CommitTokens:
     files, names = terms.files, terms.names
     if files is None or names is None:  # a row stored before it held paths and names
         files = tuple(catalog.commit_paths(sha))
-        names = commit_terms.names(commit_terms.hunk_names(catalog.commit_hunk_names(sha, commit_terms.MAX_HUNKS)))
+        names = commit_terms.names_of(catalog, sha)
     return CommitTokens(
         n_hunks=n_hunks, files=files, counts=terms.counts, context=terms.context, names=names,
         changed=terms.changed, message=terms.message, subject=terms.subject,

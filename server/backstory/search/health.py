@@ -114,7 +114,7 @@ def next_step(status: dict[str, Any]) -> str:
     if pending.get("symbols"):
         todo.append(f"attach symbols to {pending['symbols']:,} file change(s)")
     if pending.get("texts"):
-        todo.append(f"store the analysed text of {pending['texts']:,} commit(s) (faster searches)")
+        todo.append(f"store or check the analysed text of {pending['texts']:,} commit(s) (faster searches)")
     if pending.get("message_index"):
         todo.append(f"index the messages of {pending['message_index']:,} commit(s) one by one (faster searches)")
     if pending.get("dense"):

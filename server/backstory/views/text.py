@@ -329,7 +329,9 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
         if pending.get("symbols"):
             rows.append(("symbols", f"{pending['symbols']:,} file changes without symbols yet (symbol lanes)"))
         if pending.get("texts"):
-            rows.append(("commit texts", f"{pending['texts']:,} commits' texts not stored yet (searches are slower)"))
+            rows.append(
+                ("commit texts", f"{pending['texts']:,} commits' texts to store or check (searches are slower)")
+            )
         if pending.get("message_index"):
             rows.append(
                 (
