@@ -346,8 +346,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         "merges": "merges",
         "symbols": "symbols",
         "texts": "commit texts",
-        "message_index": "messages",
+        "message_index": "message index",
         "dense": "embeddings",
+        "messages": "message embeddings",
     }
     split = [f"{labels.get(k, k)} {seconds_text(v)}" for k, v in phases.items()]
     print(done + (f" ({', '.join(split)})" if len(split) > 1 else ""))
