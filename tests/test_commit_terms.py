@@ -192,14 +192,7 @@ def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(
 ) -> None:
     """The second stage caches each commit's text; symbols the symbols phase attaches later (another process)
     must reach it, as they would a new engine: the phase rewrites the names in the stored texts."""
-    monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
-    repo = GitRepo(tmp_path / "r")
-    code = "import time\n\n\ndef backoff_delay(n):\n    return n\n"
-    repo.commit("Start", {"jobs/runner.py": code})
-    sha = repo.commit("Double it", {"jobs/runner.py": code.replace("return n", "return 2 * n")})
-    cancel = threading.Event()
-    stop = lambda phase, _d, _t: cancel.set() if phase == "symbols" else None  # noqa: E731
-    assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled  # before the symbols phase
+    repo, sha = _before_the_symbols_phase(tmp_path, monkeypatch)
     engine = Engine(repo.path)
     fused = [FusedCommit(sha=sha, fused=1.0, lanes={})]
 
@@ -252,14 +245,7 @@ def test_names_an_older_symbols_phase_left_behind_are_brought_up_to_date(
 ) -> None:
     """An older version's symbols phase attaches symbols without rewriting the stored names, and sets the state
     key to its own version at the end of its run: the next run of this one checks every row."""
-    monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
-    repo = GitRepo(tmp_path / "r")
-    code = "import time\n\n\ndef backoff_delay(n):\n    return n\n"
-    repo.commit("Start", {"jobs/runner.py": code})
-    sha = repo.commit("Double it", {"jobs/runner.py": code.replace("return n", "return 2 * n")})
-    cancel = threading.Event()
-    stop = lambda phase, _d, _t: cancel.set() if phase == "symbols" else None  # noqa: E731
-    assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled
+    repo, sha = _before_the_symbols_phase(tmp_path, monkeypatch)
     store = store_for(open_repo(repo.path))
     catalog = Catalog.of(store)
 
@@ -273,3 +259,17 @@ def test_names_an_older_symbols_phase_left_behind_are_brought_up_to_date(
     index_repository(repo.path)
     fixed = commit_terms.unpack(catalog.commit_terms(sha)[1])  # type: ignore[index]
     assert fixed == commit_terms.from_catalogue(catalog, sha) and "delay" in (fixed.names or ())
+
+
+def _before_the_symbols_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[GitRepo, str]:
+    """A history whose second commit changes the body of ``backoff_delay``, indexed up to the symbols phase
+    (forced on): its stored names hold the path's terms only until the phase attaches the symbol."""
+    monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
+    repo = GitRepo(tmp_path / "r")
+    code = "import time\n\n\ndef backoff_delay(n):\n    return n\n"
+    repo.commit("Start", {"jobs/runner.py": code})
+    sha = repo.commit("Double it", {"jobs/runner.py": code.replace("return n", "return 2 * n")})
+    cancel = threading.Event()
+    stop = lambda phase, _d, _t: cancel.set() if phase == "symbols" else None  # noqa: E731
+    assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled
+    return repo, sha

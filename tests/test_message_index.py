@@ -5,7 +5,9 @@ current, or a search has filters, the message lane searches the main index's hun
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -157,9 +159,7 @@ def test_changes_an_older_version_made_are_noticed(tmp_path: Path, monkeypatch: 
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
-    with monkeypatch.context() as older:
-        older.setattr(message_index, "sync", lambda *a, **k: 0)
-        older.setattr(message_index, "delete", lambda *a, **k: None)
+    with _older_version(monkeypatch):
         repo.commit("Retry with jitter", {"client.py": "def f0():\n    return 'jitter'\n"})
         index_repository(repo.path)
         assert not message_index.current(store)
@@ -180,9 +180,7 @@ def test_a_purge_by_an_older_version_alone_makes_it_not_current(
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
-    with monkeypatch.context() as older:
-        older.setattr(message_index, "sync", lambda *a, **k: 0)
-        older.setattr(message_index, "delete", lambda *a, **k: None)
+    with _older_version(monkeypatch):
         repo.git("reset", "-q", "--hard", "HEAD~1")
         assert index_repository(repo.path).purged_commits == 1
     assert not message_index.current(store)
@@ -307,6 +305,15 @@ def test_the_lane_cuts_a_commits_hunks_at_its_length() -> None:
     hits = [message_index.MessageHit(10, 70, 3.0), message_index.MessageHit(200, 50, 2.0)]
     ranked = commit_lane(hits, limit=100)
     assert ranked[:70] == [(u, 3.0) for u in range(10, 80)] and ranked[70:] == [(u, 2.0) for u in range(200, 230)]
+
+
+@contextlib.contextmanager
+def _older_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Indexing as a version without the message index does: it neither builds nor deletes from it."""
+    with monkeypatch.context() as older:
+        older.setattr(message_index, "sync", lambda *a, **k: 0)
+        older.setattr(message_index, "delete", lambda *a, **k: None)
+        yield
 
 
 def _as_an_older_version_left_it(store: Store) -> None:

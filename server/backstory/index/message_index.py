@@ -32,10 +32,10 @@ from pathlib import Path
 import tantivy
 
 from . import integrity
-from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
+from .analyzer import ANALYZER_NAME, code_text, query_terms
 from .progress import Progress
 from .store import MESSAGES_VERIFIED, Store
-from .text_index import LANE_TOP, index_exists, lane_query, reading_tantivy, top_hits
+from .text_index import LANE_TOP, index_exists, lane_query, open_index, reading_tantivy, top_hits
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,7 @@ def build_schema() -> tantivy.Schema:
 
 def open_messages(directory: Path, *, create: bool) -> tantivy.Index:
     """Open (or create) the message index; Tantivy raises on a damaged one."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if not create and not index_exists(directory):
-        raise FileNotFoundError(f"no message index in {directory}")
-    index = tantivy.Index(build_schema(), path=str(directory), reuse=not create)
-    index.register_tokenizer(ANALYZER_NAME, build_analyzer())
-    return index
+    return open_index(directory, create=create, schema=build_schema())
 
 
 def _stamp(store: Store) -> str:
@@ -86,13 +81,18 @@ def current(store: Store) -> bool:
     return value is not None and value == _stamp(store)
 
 
-def damaged(store: Store) -> bool:
+def damaged(store: Store, check: integrity.Verified | None = None) -> bool:
     """Whether a committed file of the message index fails its checksum. Tantivy aborts the whole process when
     a writer meets a damaged segment (a panic in its merge threads, which no caller can catch), so neither a
     writer nor a search opens one; each file is read once, then known by its size and time
     (`integrity.Verified`)."""
-    check = integrity.Verified(store.path, MESSAGES_VERIFIED)
+    check = check or verified(store)
     return check.tantivy_problem(store.messages_path) is not None
+
+
+def verified(store: Store) -> integrity.Verified:
+    """The message index's own record of checked files (a long-lived reader keeps one: it is read once)."""
+    return integrity.Verified(store.path, MESSAGES_VERIFIED)
 
 
 def built(store: Store) -> bool:

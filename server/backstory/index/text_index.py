@@ -65,12 +65,13 @@ def index_exists(directory: Path) -> bool:
     return directory.is_dir() and tantivy.Index.exists(str(directory))
 
 
-def open_index(directory: Path, *, create: bool) -> tantivy.Index:
-    """Open (or create) the Tantivy index and register our analyzer; tantivy raises on corrupt files."""
+def open_index(directory: Path, *, create: bool, schema: tantivy.Schema | None = None) -> tantivy.Index:
+    """Open (or create) a Tantivy index (``schema``: the hunks' by default) and register our analyzer; tantivy
+    raises on corrupt files."""
     directory.mkdir(parents=True, exist_ok=True)
     if not create and not index_exists(directory):
         raise FileNotFoundError(f"no Tantivy index in {directory}")
-    index = tantivy.Index(build_schema(), path=str(directory), reuse=not create)
+    index = tantivy.Index(schema or build_schema(), path=str(directory), reuse=not create)
     index.register_tokenizer(ANALYZER_NAME, build_analyzer())
     return index
 

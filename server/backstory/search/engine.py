@@ -65,6 +65,7 @@ class Engine:
         self._staging: tantivy.Index | None = None
         self._messages: tantivy.Index | None = None  # the message lane's per-commit index, while current
         self._messages_known: tuple[tuple[int, int, int], bool] | None = None  # (catalogue version, current)
+        self._messages_checked = message_index.verified(self.store)  # its files already checked
         self._generation: str | None = None
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
@@ -124,7 +125,7 @@ class Engine:
         then searches the main index's hunks (`index.message_index`). Derived data, built again by the next
         indexing run: one that cannot be read is never an error here."""
         try:
-            if not self._messages_current() or message_index.damaged(self.store):
+            if not self._messages_current() or message_index.damaged(self.store, self._messages_checked):
                 self._messages = None
                 return None
             with reading_tantivy():
