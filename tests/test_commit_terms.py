@@ -263,7 +263,9 @@ def test_names_an_older_symbols_phase_left_behind_are_brought_up_to_date(
 
 def _before_the_symbols_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[GitRepo, str]:
     """A history whose second commit changes the body of ``backoff_delay``, indexed up to the symbols phase
-    (forced on): its stored names hold the path's terms only until the phase attaches the symbol."""
+    (forced on), with its commits' rows stored as the ninth pass's keyword phase stored them (before the
+    symbols phase: this version stores a long run's rows after it): its stored names hold the path's terms
+    only until the phase attaches the symbol."""
     monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
     repo = GitRepo(tmp_path / "r")
     code = "import time\n\n\ndef backoff_delay(n):\n    return n\n"
@@ -272,4 +274,8 @@ def _before_the_symbols_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     cancel = threading.Event()
     stop = lambda phase, _d, _t: cancel.set() if phase == "symbols" else None  # noqa: E731
     assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled
+    store = store_for(open_repo(repo.path))
+    assert Catalog.of(store).commit_terms(sha) == (1, None)  # a long run's rows come after its symbols phase
+    assert commit_terms.fill_missing(store, Catalog.of(store)) == 2
+    store.close()
     return repo, sha

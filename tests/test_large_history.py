@@ -385,26 +385,38 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
     big_repo: Path, one_pass: Path, tmp_path: Path
 ) -> None:
     """Stopped when the symbols phase starts: keyword search already covers every commit (staged ones
-    included), status and freshness say how many changes wait for symbols; the next run attaches them and the
-    index is then the one-pass index."""
+    included), status and freshness say how many changes wait for symbols, and that the commits' analysed texts
+    and the merges' diffs come after them; the next run does those phases in that order and the index is then
+    the one-pass index."""
     cancel = threading.Event()
+    phases: list[str] = []
 
     def progress(phase: str, done: int, total: int) -> None:
+        phases.append(phase) if phase not in phases else None
         if phase == "symbols":
             cancel.set()
 
     report = index_repository(big_repo, index_dir=tmp_path, progress=progress, cancel=cancel)
     assert report.cancelled
+    assert phases == ["history", "message_index", "symbols"]
     store = Store(tmp_path)
     assert store.staging_path.is_dir()
+    with_hunks = _db(tmp_path).execute("SELECT COUNT(*) FROM commits WHERE n_hunks > 0").fetchone()[0]
     with Engine(big_repo, index_dir=tmp_path, models=ModelConfig(dense=False, reranker="none")) as engine:
         info, _allowed, _hint = engine.freshness()
         assert info["symbols_pending"] > 100
-        assert engine.status()["pending"]["symbols"] == info["symbols_pending"]
+        pending = engine.status()["pending"]
+        assert pending["symbols"] == info["symbols_pending"]
+        assert pending["texts"] == with_hunks > 1000 and pending["merges"] > 10  # after the symbols phase
         staged = {r[0] for r in _db(tmp_path).execute("SELECT DISTINCT sha FROM files WHERE parsed=-1")}
         rows = engine.search("retry socket", SearchOptions(k=50, rerank=False))["results"]
         assert {r["commit"]["sha"] for r in rows} & staged  # staged commits are found
-    index_repository(big_repo, index_dir=tmp_path)
+    phases.clear()
+    index_repository(big_repo, index_dir=tmp_path, progress=progress)
+    assert phases == ["history", "symbols", "texts", "merges"]
+    with Engine(big_repo, index_dir=tmp_path, models=ModelConfig(dense=False, reranker="none")) as engine:
+        pending = engine.status()["pending"]
+        assert pending["texts"] == pending["merges"] == pending["symbols"] == 0
     assert not store.staging_path.exists()
     query = HUNKS.format("f.sha, f.path, h.idx, h.symbols")
     assert sorted(_db(tmp_path).execute(query)) == sorted(_db(one_pass).execute(query))

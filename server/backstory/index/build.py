@@ -226,9 +226,9 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         batch_hunks = 0
         growth = 1
         # a long run indexes the keyword lanes first and attaches symbols in a phase of its own (searchable
-        # sooner); a short one reads each commit once
+        # sooner), then stores the commits' analysed texts; a short one reads each commit once
         inline = len(todo) < symbols_phase.DEFER_FROM
-        for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages):
+        for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages, terms=inline):
             if cancel is not None and cancel.is_set():
                 report.cancelled = True
                 break
@@ -253,15 +253,17 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
             message_index.sync(store, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
-        if not report.cancelled:  # merges' change blocks, for exact symbol history (not searched)
-            merge_diffs.fill(store, repo.controldir(), cancel, progress)
         if not report.cancelled and options.symbols:
             symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
-        if not report.cancelled and store.get_state(commit_terms.STATE) != commit_terms.VERSION:
-            # an index built before these rows were: once, not each run; the history is complete either way
-            # (cancelled, the next run stores the rest)
+        if not report.cancelled and Catalog.of(store).pending_commit_texts():
+            # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows
+            # were; cancelled, the next run stores the rest
             commit_terms.fill_missing(store, Catalog.of(store), cancel, progress)
+            report.cancelled = cancel is not None and cancel.is_set()
+        if not report.cancelled:  # merges' change blocks, for exact symbol history only (diffed on the fly until
+            # then): last, so that the lanes and their symbols are complete first
+            merge_diffs.fill(store, repo.controldir(), cancel, progress)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
@@ -274,12 +276,13 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
 def _prelude(repo, store, writer, staging, head, policy, options, report, cancel) -> None:  # type: ignore[no-untyped-def]
     """A first run's newest commits, found by a date-ordered walk that stops after them and written before the
     whole history is walked (on git/git that walk takes ~3 s: without this, nothing was searchable for 5 s).
-    The walk that follows finds them indexed, like a resumed run's. Symbols come in the symbols phase."""
+    The walk that follows finds them indexed, like a resumed run's. Their symbols and analysed texts come
+    after the walk, as a long run's do."""
     newest = libgit.newest(repo, head, PRELUDE_COMMITS)
     if len(newest) < PRELUDE_COMMITS or (cancel is not None and cancel.is_set()):
         return  # a short history: the ordinary run is as quick
     newest.sort(key=lambda c: (-c.commit_time, -c.author_time, c.sha))
-    batch: list[CommitDiff | CommitInfo] = list(read_all(repo, newest, policy, False, options.no_messages))
+    batch: list[CommitDiff | CommitInfo] = list(read_all(repo, newest, policy, False, options.no_messages, terms=False))
     _write_batch(store, writer, staging, batch, options, report, True)
     with store.transaction() as db:  # all of HEAD's so far; how many more is known once the walk is done
         store.set_state(db, RUN_TOTAL, "")

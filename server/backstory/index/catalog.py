@@ -311,18 +311,24 @@ class Catalog:
         return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
 
     def commit_texts_stored(self) -> bool:
-        """Whether every indexed commit had its analysed text stored (`commit_terms.fill_missing` finished once:
-        an index built before those rows lacks them until an indexing run stores them)."""
+        """Whether every indexed commit has its analysed text stored, as this version keeps it (a long run stores
+        its commits' after its symbols phase, `commit_terms.fill_missing`; an index built before those rows lacks
+        them until an indexing run stores them)."""
+        return self._commit_texts_current() and not self._missing_commit_texts()
+
+    def _commit_texts_current(self) -> bool:
         row = self._db.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone()
         return row is not None and row[0] == commit_terms.VERSION
 
+    def _missing_commit_texts(self) -> int:
+        return int(self._db.execute(f"SELECT COUNT(*) {commit_terms.MISSING}").fetchone()[0])
+
     def pending_commit_texts(self) -> int:
-        """Indexed commits whose analysed text the next run stores or checks: none once every one's was stored
-        as this version keeps them (no count then), else every indexed commit with hunks (`commit_terms.
-        fill_missing` checks the stored rows too: which of them an older version left behind, only reading them
-        all tells)."""
-        if self.commit_texts_stored():
-            return 0
+        """Indexed commits whose analysed text the next run stores or checks: those without a row while every
+        stored row is current, else every indexed commit with hunks (`commit_terms.fill_missing` checks the
+        stored rows too: which of them an older version left behind, only reading them all tells)."""
+        if self._commit_texts_current():
+            return self._missing_commit_texts()
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND n_hunks > 0").fetchone()[0])
 
     def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:

@@ -191,27 +191,31 @@ MISSING = (
 #: how the writer and :func:`fill_missing` store a row (OR REPLACE: a commit written again keeps one row)
 STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
 FILL_BATCH = 256
-#: the state key saying every indexed commit had its row, with its paths and names as the catalogue's hunks give
-#: them (since VERSION 2), when it was set; new commits get theirs as they are written, and the symbols phase
-#: rewrites the names it changes. An older backstory sets the key back to its own VERSION at the end of its runs:
-#: a commit it wrote keeps no row, or one without paths and names, and its symbols phase leaves names behind the
-#: symbols, so the next run of this one checks every row (the search meanwhile computes what a row lacks; names
-#: behind their symbols cost a little ranking, never a result)
+#: the state key saying every stored row has the paths and names the catalogue's hunks give (since VERSION 2);
+#: a short run's commits get their rows as they are written, a long run's after its symbols phase (counted
+#: apart: :data:`MISSING`), and the symbols phase rewrites the names it changes in rows stored before it (by
+#: the ninth pass's version, which stored a long run's rows first). An older backstory sets the key back to its
+#: own VERSION at the end of its runs: a commit it wrote keeps no row, or one without paths and names, and its
+#: symbols phase leaves names behind the symbols, so the next run of this one checks every row (the search
+#: meanwhile computes what a row lacks; names behind their symbols cost a little ranking, never a result)
 STATE, VERSION = "commit_terms", "2"
 
 
 def fill_missing(
     store: Store, catalog: Catalog, cancel: threading.Event | None = None, progress: Progress | None = None
 ) -> int:
-    """Store the rows indexed commits lack (an index built before they existed), from the catalogue's
-    excerpts, and bring every stored row's paths and names to what the catalogue says (rows stored without
-    them, or by an older version's symbols phase), newest first, a short transaction per :data:`FILL_BATCH`
+    """Store the rows indexed commits lack (a long run's, whose readers leave them for after the symbols phase,
+    or an index built before they existed), from the catalogue's excerpts, and unless the state says every
+    stored row is current, bring every stored row's paths and names to what the catalogue says (rows stored
+    without them, or by an older version's symbols phase), newest first, a short transaction per :data:`FILL_BATCH`
     commits so that a search reads the catalogue meanwhile and a cancelled run keeps what it stored. Returns how
     many rows were written."""
     order = " ORDER BY c.commit_time DESC, c.sha"
     missing = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING}{order}")]
-    stored = "FROM commits c JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed'"
-    checked = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {stored}{order}")]
+    checked: list[str] = []
+    if store.get_state(STATE) != VERSION:  # else every stored row is current
+        stored = "FROM commits c JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed'"
+        checked = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {stored}{order}")]
     total = len(missing) + len(checked)
     if total:
         log.info("storing or checking the analysed text of %d commits", total)

@@ -57,6 +57,7 @@ def _init(
     no_messages: bool,
     documents_only: bool,
     languages: frozenset[str] | None,
+    terms: bool,
     parent: int,
 ) -> None:
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
@@ -67,6 +68,7 @@ def _init(
     _worker["no_messages"] = no_messages
     _worker["documents_only"] = documents_only
     _worker["languages"] = languages
+    _worker["terms"] = terms
 
 
 def _read(
@@ -77,11 +79,12 @@ def _read(
     no_messages: bool,
     documents_only: bool,
     languages: frozenset[str] | None = None,
+    terms: bool = True,
 ) -> CommitDiff:
     if info.is_merge:
         return read_merge(repo, info, with_symbols=with_symbols)
     cd = read_commit(repo, info, policy, with_symbols=with_symbols, languages=languages)
-    cd.prepared = prepare(cd, no_messages, documents_only)  # the writer's text work, done here in parallel
+    cd.prepared = prepare(cd, no_messages, documents_only, terms)  # the writer's text work, done here in parallel
     for f in cd.files:  # the writer reads only what was prepared: the raw texts need not cross the pipe (nor
         for h in f.hunks:  # wait in the read-ahead), which halves both
             h.changed_text = h.excerpt = ""
@@ -91,7 +94,9 @@ def _read(
 def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
     w = _worker
     out = [
-        _read(w["repo"], i, w["policy"], w["symbols"], w["no_messages"], w["documents_only"], w["languages"])
+        _read(
+            w["repo"], i, w["policy"], w["symbols"], w["no_messages"], w["documents_only"], w["languages"], w["terms"]
+        )
         for i in infos
     ]
     w["chunks"] = w.get("chunks", 0) + 1
@@ -121,14 +126,15 @@ def read_all(
     no_messages: bool = False,
     documents_only: bool = False,
     languages: frozenset[str] | None = None,
+    terms: bool = True,
 ) -> Iterator[CommitDiff]:
     """Every commit of ``todo`` read (merges recorded with their changed paths) and prepared for the writer
-    (`index.prepare`; ``documents_only``: only the Tantivy documents' texts; ``languages``: only the files in
-    these languages, `history.reader.read_commit`), in order."""
+    (`index.prepare`; ``documents_only``: only the Tantivy documents' texts; ``terms``: with the analysed text;
+    ``languages``: only the files in these languages, `history.reader.read_commit`), in order."""
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:
-            yield _read(repo, info, policy, with_symbols, no_messages, documents_only, languages)
+            yield _read(repo, info, policy, with_symbols, no_messages, documents_only, languages, terms)
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
@@ -138,7 +144,7 @@ def read_all(
             1,
             mp_context=ctx,
             initializer=_init,
-            initargs=(repo.path, args, with_symbols, no_messages, documents_only, languages, os.getpid()),
+            initargs=(repo.path, args, with_symbols, no_messages, documents_only, languages, terms, os.getpid()),
         )
         for _ in range(n)
     ]

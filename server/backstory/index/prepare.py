@@ -35,13 +35,14 @@ class Prepared:
     files: tuple[FileTexts, ...]
     patch: tuple[str, str] | None  # (forward, inverse) patch ids (`relations.patch_ids`)
     terms: bytes | None  # the analysed text the second stage reads (`commit_terms.pack`); None without hunks,
-    # and for the symbols phase (``documents_only``: stored by the keyword phase)
+    # for the symbols phase (``documents_only``: stored by the keyword phase) and for a long run (stored after it)
 
 
-def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False) -> Prepared:
+def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False, terms: bool = True) -> Prepared:
     """``documents_only``: just what :func:`hunk_docs` reads, for the symbols phase, whose commits' excerpts and
     relations are already in the catalogue (the patch ids and the excerpts' compression were ~10 % of its
-    readers' CPU on git/git)."""
+    readers' CPU on git/git). ``terms=False``: without the analysed text (a long run stores it after its
+    symbols phase, `commit_terms.fill_missing`: ~15 % of the keyword phase's readers' CPU on git/git)."""
     c = cd.commit
     files = tuple(
         FileTexts(
@@ -52,18 +53,17 @@ def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False) -> 
         )
         for f in cd.files
     )
-    patch = terms = None
+    patch = packed = None
     if not documents_only:
         patch = patch_ids(
             (f.path, f.old_path, [(h.ops, h.changed_text.split("\n")) for h in f.hunks]) for f in cd.files if f.hunks
         )
-        if any(f.hunks for f in cd.files):
+        if terms and any(f.hunks for f in cd.files):
             excerpts = (h.excerpt for f in cd.files for h in f.hunks)  # the first MAX_HUNKS are read
             hunks = ((f.path, [s.name for s in h.symbols]) for f in cd.files for h in f.hunks)
             text = commit_terms.commit_terms(excerpts, c.subject, c.body)
-            # symbols the symbols phase attaches later are added to the row then (`symbols_phase`)
-            terms = commit_terms.pack(commit_terms.with_names(text, [f.path for f in cd.files], hunks))
-    return Prepared("" if no_messages else code_text(f"{c.subject}\n{c.body}"), files, patch, terms)
+            packed = commit_terms.pack(commit_terms.with_names(text, [f.path for f in cd.files], hunks))
+    return Prepared("" if no_messages else code_text(f"{c.subject}\n{c.body}"), files, patch, packed)
 
 
 def prepared(cd: CommitDiff, no_messages: bool) -> Prepared:

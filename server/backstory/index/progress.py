@@ -12,7 +12,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "history": ("indexing history", "commits"),
     "merges": ("diffing merges", "files"),
     "symbols": ("attaching symbols", "commits"),
-    "texts": ("storing commit texts", "commits"),  # once, for an index built before they were stored
+    "texts": ("storing commit texts", "commits"),  # a long run's, after its symbols (and an older index's, once)
     "message_index": ("indexing messages", "commits"),  # once in full, then the new commits (`message_index`)
     "dense": ("embedding", "files"),
     "messages": ("embedding messages", "commits"),

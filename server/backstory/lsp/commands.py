@@ -132,12 +132,9 @@ def label_partial(state: RepoState, result: Any) -> Any:
         meta["indexing"] = {"phase": phase, "done": done, "total": total}
     partial = False
     counted = f" {done:,}/{total:,} commits" if isinstance(done, int) and isinstance(total, int) and total else ""
-    if phase in ("history", "merges") or (state.indexing and not state.engine.has_index()):
+    if phase == "history" or (state.indexing and not state.engine.has_index()):
         partial = True
-        if phase == "merges":
-            meta["hint"] = "indexing merges for exact history: results are partial until it finishes"
-        else:
-            meta["hint"] = f"indexing history{counted}: results are partial until it finishes"
+        meta["hint"] = f"indexing history{counted}: results are partial until it finishes"
     elif phase == "symbols":
         partial = True
         meta["hint"] = f"attaching symbols{counted}: symbol matches are partial until it finishes"

@@ -230,7 +230,7 @@ _generation: dict[str, int] = {}
 
 
 def _ready(state: RepoState) -> bool:
-    return state.engine.has_index() and not (state.indexing and state.status.get("phase") in ("history", "merges"))
+    return state.engine.has_index() and not (state.indexing and state.status.get("phase") == "history")
 
 
 def prewarm_document(ls: BackstoryServer, state: RepoState, uri: str, generation: int) -> int:

@@ -65,7 +65,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     last = [0.0]
 
     def progress(phase: str, done: int, total: int) -> None:
-        if phase in ("symbols", "dense") and state.status.get("phase") in ("history", "merges"):
+        if phase != "history" and state.status.get("phase") == "history":
             state.hover_cache.clear()  # history is complete: hovers may now show the new commits
         now = time.monotonic()
         if done < total and done > 0 and now - last[0] < REPORT_EVERY:

@@ -244,7 +244,7 @@ class Indexer:
             return False
         if not self.running or self.small:
             return True  # about to start, or a small update
-        if status.get("phase") not in ("history", "merges"):
+        if status.get("phase") != "history":
             return False
         total, done = status.get("total") or 0, status.get("done") or 0
         return total == 0 or total - done <= FRESH_WAIT_COMMITS  # 0: the walk has not counted them yet
