@@ -3,9 +3,11 @@ start, read back from glibc's own ``malloc_info`` report in a fresh process (are
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import pytest
 
@@ -48,3 +50,24 @@ def test_the_arena_cap_holds_while_threads_allocate() -> None:
     limited = _heaps("limit")
     assert 1 <= limited <= 2
     assert limited <= _heaps("default")
+
+
+def test_frozen_heap_leaves_the_collector_as_it_found_it() -> None:
+    """Inside: what existed is out of the collector's passes and young passes are rarer; after (an exception
+    included), the collector is as before, and what was frozen is still freed when its last reference goes."""
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    kept: list[object] = [[i] for i in range(1000)]
+    with pytest.raises(KeyError), memory.frozen_heap():
+        assert gc.get_freeze_count() >= len(kept)
+        assert gc.get_threshold()[0] == max(before[0], memory.YOUNG_COLLECTION)
+        raise KeyError("stop")
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    probe = weakref.ref(gc_probe := _Probe())
+    with memory.frozen_heap():
+        del gc_probe
+    assert probe() is None
+
+
+class _Probe:
+    pass

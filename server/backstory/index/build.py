@@ -218,43 +218,16 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             with store.transaction() as db:
                 store.set_state(db, RUN_TOTAL, str(kept + len(todo)))
                 store.set_state(db, RUN_HEAD, head)
-        total = len(todo)
-        done = 0
-        if progress:
-            progress("history", 0, total)
-        batch: list[CommitDiff | CommitInfo] = []
-        batch_hunks = 0
-        growth = 1
-        # a long run indexes the keyword lanes first and attaches symbols in a phase of its own (searchable
-        # sooner), then stores the commits' analysed texts; a short one reads each commit once
-        inline = len(todo) < symbols_phase.DEFER_FROM
-        for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages, terms=inline):
-            if cancel is not None and cancel.is_set():
-                report.cancelled = True
-                break
-            batch.append(item)
-            if isinstance(item, CommitDiff):
-                batch_hunks += sum(len(f.hunks) for f in item.files)
-            if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
-                _write_batch(store, writer, staging, batch, options, report, not inline)
-                done += len(batch)
-                batch, batch_hunks = [], 0
-                growth = min(growth * 2, BATCH_GROWTH_MAX)
-                memory.release()
-                if progress:
-                    progress("history", done, total)
-        if batch:
-            _write_batch(store, writer, staging, batch, options, report, not inline)
-            done += len(batch)
-            if progress:
-                progress("history", done, total)
-        del graph, todo, known, batch  # the walk's commits, messages included (~100 MB on git/git), are done with
+        with memory.frozen_heap():  # the walk stays out of the cycle collector's passes (see memory)
+            _keyword_phase(repo, store, writer, staging, todo, policy, options, report, progress, cancel)
+        del graph, todo, known  # the walk's commits, messages included (~100 MB on git/git), are done with
         memory.release()
         if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
             message_index.sync(store, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled and options.symbols:
-            symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
+            with memory.frozen_heap():
+                symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled and Catalog.of(store).pending_commit_texts():
             # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows
@@ -271,6 +244,40 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
     finally:
         writer.wait_merging_threads()
         staging.close()
+
+
+def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, progress, cancel) -> None:  # type: ignore[no-untyped-def]
+    """Read ``todo`` (in reader processes) and write it in growing batches."""
+    total = len(todo)
+    done = 0
+    if progress:
+        progress("history", 0, total)
+    batch: list[CommitDiff | CommitInfo] = []
+    batch_hunks = 0
+    growth = 1
+    # a long run indexes the keyword lanes first and attaches symbols in a phase of its own (searchable
+    # sooner), then stores the commits' analysed texts; a short one reads each commit once
+    inline = len(todo) < symbols_phase.DEFER_FROM
+    for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages, terms=inline):
+        if cancel is not None and cancel.is_set():
+            report.cancelled = True
+            break
+        batch.append(item)
+        if isinstance(item, CommitDiff):
+            batch_hunks += sum(len(f.hunks) for f in item.files)
+        if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
+            _write_batch(store, writer, staging, batch, options, report, not inline)
+            done += len(batch)
+            batch, batch_hunks = [], 0
+            growth = min(growth * 2, BATCH_GROWTH_MAX)
+            memory.release()
+            if progress:
+                progress("history", done, total)
+    if batch:
+        _write_batch(store, writer, staging, batch, options, report, not inline)
+        done += len(batch)
+        if progress:
+            progress("history", done, total)
 
 
 def _prelude(repo, store, writer, staging, head, policy, options, report, cancel) -> None:  # type: ignore[no-untyped-def]
