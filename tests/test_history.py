@@ -343,3 +343,21 @@ def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, 
             stats = reading(r).versions.stats
             assert stats["carried"] > 20 and stats["kept"] > stats["matched"], stats
             assert stats["successor"] > 0  # a parent's version was parsed from the merge's version
+
+
+def test_read_commits_cross_the_pipe_whole(repo: GitRepo) -> None:
+    """What a reader process sends the writer (a read commit with its symbols and its prepared texts) comes back
+    equal from a pickle, every field of every object (`model.by_position`)."""
+    import pickle
+
+    from backstory.index.prepare import prepare
+
+    repo.commit("start", {"app.py": "def run(x):\n    return x\n"})
+    repo.commit("rename and change", {"app.py": None, "main.py": "def run(x):\n    return x + 1\n\n\nclass C:\n    pass\n"})
+    r = open_repo(repo.path)
+    for info in walk(r, head_sha(r)):
+        cd = read_commit(r, info, PathPolicy())
+        cd.prepared = prepare(cd, False)
+        again = pickle.loads(pickle.dumps(cd))
+        assert again == cd and again.commit == info and again.prepared == cd.prepared
+    assert any(h.symbols for f in cd.files for h in f.hunks) and cd.files[0].sibling_symbols

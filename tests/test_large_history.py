@@ -385,9 +385,9 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
     big_repo: Path, one_pass: Path, tmp_path: Path
 ) -> None:
     """Stopped when the symbols phase starts: keyword search already covers every commit (staged ones
-    included), status and freshness say how many changes wait for symbols, and that the commits' analysed texts
-    and the merges' diffs come after them; the next run does those phases in that order and the index is then
-    the one-pass index."""
+    included), status and freshness say how many changes wait for symbols, and that the message lane's own
+    index, the commits' analysed texts and the merges' diffs come after them; the next run does those phases in
+    that order and the index is then the one-pass index."""
     cancel = threading.Event()
     phases: list[str] = []
 
@@ -398,7 +398,7 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
 
     report = index_repository(big_repo, index_dir=tmp_path, progress=progress, cancel=cancel)
     assert report.cancelled
-    assert phases == ["history", "message_index", "symbols"]
+    assert phases == ["history", "symbols"]
     store = Store(tmp_path)
     assert store.staging_path.is_dir()
     with_hunks = _db(tmp_path).execute("SELECT COUNT(*) FROM commits WHERE n_hunks > 0").fetchone()[0]
@@ -408,12 +408,13 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
         pending = engine.status()["pending"]
         assert pending["symbols"] == info["symbols_pending"]
         assert pending["texts"] == with_hunks > 1000 and pending["merges"] > 10  # after the symbols phase
+        assert pending["message_index"] == with_hunks
         staged = {r[0] for r in _db(tmp_path).execute("SELECT DISTINCT sha FROM files WHERE parsed=-1")}
         rows = engine.search("retry socket", SearchOptions(k=50, rerank=False))["results"]
         assert {r["commit"]["sha"] for r in rows} & staged  # staged commits are found
     phases.clear()
     index_repository(big_repo, index_dir=tmp_path, progress=progress)
-    assert phases == ["history", "symbols", "texts", "merges"]
+    assert phases == ["history", "symbols", "message_index", "texts", "merges"]
     with Engine(big_repo, index_dir=tmp_path, models=ModelConfig(dense=False, reranker="none")) as engine:
         pending = engine.status()["pending"]
         assert pending["texts"] == pending["merges"] == pending["symbols"] == 0

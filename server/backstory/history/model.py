@@ -6,9 +6,29 @@ to be shown without going back to git.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
+def by_position(cls: type[T]) -> type[T]:
+    """Pickle instances of the dataclass ``cls`` as its constructor's arguments. Reader processes send every
+    commit they read to the writer this way: a slotted dataclass's own pickling restores each field through
+    a Python loop (``dataclasses.fields`` on every object), which took twice as long to load (0.051 against
+    0.027 ms a commit on git/git)."""
+    values: Callable[[Any], tuple[Any, ...]] = attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+
+    def __reduce__(self: T) -> tuple[type[T], tuple[Any, ...]]:
+        return cls, values(self)
+
+    setattr(cls, "__reduce__", __reduce__)  # noqa: B010 (mypy forbids assigning a method)
+    return cls
+
+
+@by_position
 @dataclass(frozen=True, slots=True)
 class CommitInfo:
     """Metadata of one commit; merges are recorded too (for reachability) but never diffed."""
@@ -29,6 +49,7 @@ class CommitInfo:
         return len(self.parents) > 1
 
 
+@by_position
 @dataclass(frozen=True, slots=True)
 class SymbolRef:
     """A definition a hunk touched: qualified name, kind and its line range in the file version it came from."""
@@ -39,6 +60,7 @@ class SymbolRef:
     end: int
 
 
+@by_position
 @dataclass(slots=True)
 class Hunk:
     """One hunk of a file diff: location, the changed text, and a display excerpt with a little context."""
@@ -56,6 +78,7 @@ class Hunk:
     ops: str = ""  # run-length line operations ("3=2-1+3="): exact line mapping even when the excerpt is cut
 
 
+@by_position
 @dataclass(slots=True)
 class FileDiff:
     """All hunks of one file in one commit. ``path`` is the new path; ``old_path`` differs on renames."""
@@ -69,6 +92,7 @@ class FileDiff:
     parsed: bool = False
 
 
+@by_position
 @dataclass(slots=True)
 class CommitDiff:
     """A commit with its file diffs and what was skipped (by reason), so status can report it."""

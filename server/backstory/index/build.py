@@ -222,12 +222,14 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             _keyword_phase(repo, store, writer, staging, todo, policy, options, report, progress, cancel)
         del graph, todo, known  # the walk's commits, messages included (~100 MB on git/git), are done with
         memory.release()
-        if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
-            message_index.sync(store, cancel, progress)
-            report.cancelled = cancel is not None and cancel.is_set()
+        # then what completes the lanes (symbols), what makes searches faster (the message lane's own index, the
+        # commits' analysed texts: searches answer the same without them), and exact history's merges
         if not report.cancelled and options.symbols:
             with memory.frozen_heap():
                 symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
+            report.cancelled = cancel is not None and cancel.is_set()
+        if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
+            message_index.sync(store, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled and Catalog.of(store).pending_commit_texts():
             # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows

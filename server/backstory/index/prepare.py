@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..history.model import CommitDiff
+from ..history.model import CommitDiff, by_position
 from . import commit_terms
 from .analyzer import code_text
 from .relations import patch_ids
@@ -21,6 +21,7 @@ from .store import pack_text
 from .text_index import HunkDoc, distinct_tokens
 
 
+@by_position
 @dataclass(frozen=True, slots=True)
 class FileTexts:
     path: str  # the file's path(s), analyzer-ready
@@ -29,6 +30,7 @@ class FileTexts:
     excerpts: tuple[bytes, ...]  # per hunk, as the catalogue stores it (`store.pack_text`)
 
 
+@by_position
 @dataclass(frozen=True, slots=True)
 class Prepared:
     message: str
