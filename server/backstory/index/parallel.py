@@ -86,8 +86,7 @@ def _read(
     cd = read_commit(repo, info, policy, with_symbols=with_symbols, languages=languages)
     cd.prepared = prepare(cd, no_messages, documents_only, terms)  # the writer's text work, done here in parallel
     for f in cd.files:  # the writer reads only what was prepared: the raw texts and line numbers need not cross
-        f.sibling_symbols = []  # the pipe (nor wait in the read-ahead), which halves both
-        for h in f.hunks:
+        for h in f.hunks:  # the pipe (nor wait in the read-ahead), which halves both
             h.changed_text = h.excerpt = ""
             h.added_lines, h.removed_lines = [], []
     return cd
