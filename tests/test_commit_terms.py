@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backstory.history.repo import open_repo
-from backstory.index import commit_terms, symbols_phase
+from backstory.index import commit_terms, symbols_phase, texts_phase
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.catalog import Catalog
 from backstory.search import features
@@ -164,11 +164,11 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
         conn.execute("DELETE FROM commit_terms")  # as an index built before the rows existed
         conn.execute("DELETE FROM state WHERE key=?", (commit_terms.STATE,))
     cancel = threading.Event()
-    monkeypatch.setattr(commit_terms, "FILL_BATCH", 2)
+    monkeypatch.setattr(texts_phase, "FILL_BATCH", 2)
     real_pack = commit_terms.pack
     monkeypatch.setattr(commit_terms, "pack", lambda t: (cancel.set(), real_pack(t))[1])
     assert (
-        commit_terms.fill_missing(store, Catalog.of(store), cancel) == 2
+        texts_phase.fill_missing(store, Catalog.of(store), cancel) == 2
     )  # a cancelled fill keeps its first batch, newest first
     with sqlite3.connect(store.db_path) as conn:
         assert {r[0] for r in conn.execute("SELECT sha FROM commit_terms")} == set(shas[-2:])
@@ -180,11 +180,42 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     seen: list[tuple[str, int, int]] = []
     index_repository(repo.path, progress=lambda *a: seen.append(a))  # nothing new to index: it stores the rest
     texts = [a for a in seen if a[0] == "texts"]
-    assert texts == [("texts", 0, 5), ("texts", 2, 5), ("texts", 4, 5), ("texts", 5, 5)]
+    assert texts == [("texts", 0, 5), ("texts", 2, 5), ("texts", 3, 5), ("texts", 5, 5)]  # 2 + 1 stored, 2 checked
     with sqlite3.connect(store.db_path) as conn:
         assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
         assert conn.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone() == ("2",)
     assert engine.status(thorough=False)["pending"]["texts"] == 0
+
+
+def test_rows_computed_in_reader_processes_are_the_ones_stored_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The texts phase's reader processes store the bytes one process would, chunk by chunk in order; cancelled
+    after its first chunk, it keeps that chunk, stops its workers and leaves the rest for the next run."""
+    repo, shas = _history(tmp_path)
+    index_repository(repo.path)
+    store = store_for(open_repo(repo.path))
+    with sqlite3.connect(store.db_path) as conn:
+        built = dict(conn.execute("SELECT sha, data FROM commit_terms"))
+        conn.execute("DELETE FROM commit_terms")
+    monkeypatch.setattr(texts_phase, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(texts_phase, "FILL_BATCH", 2)
+    monkeypatch.setenv("BACKSTORY_WORKERS", "2")
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def progress(_phase: str, done: int, _total: int) -> None:
+        seen.append(done)
+        if done:
+            cancel.set()
+
+    assert texts_phase.fill_missing(store, Catalog.of(store), cancel, progress) == 2
+    assert seen == [0, 2]
+    with sqlite3.connect(store.db_path) as conn:
+        assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == {s: built[s] for s in shas[-2:]}
+    assert texts_phase.fill_missing(store, Catalog.of(store)) == len(built) - 2
+    with sqlite3.connect(store.db_path) as conn:
+        assert dict(conn.execute("SELECT sha, data FROM commit_terms")) == built
 
 
 def test_a_long_lived_engine_sees_symbols_attached_after_it_read_a_commit(
@@ -276,6 +307,6 @@ def _before_the_symbols_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert index_repository(repo.path, progress=stop, cancel=cancel).cancelled
     store = store_for(open_repo(repo.path))
     assert Catalog.of(store).commit_terms(sha) == (1, None)  # a long run's rows come after its symbols phase
-    assert commit_terms.fill_missing(store, Catalog.of(store)) == 2
+    assert texts_phase.fill_missing(store, Catalog.of(store)) == 2
     store.close()
     return repo, sha

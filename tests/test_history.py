@@ -353,7 +353,9 @@ def test_read_commits_cross_the_pipe_whole(repo: GitRepo) -> None:
     from backstory.index.prepare import prepare
 
     repo.commit("start", {"app.py": "def run(x):\n    return x\n"})
-    repo.commit("rename and change", {"app.py": None, "main.py": "def run(x):\n    return x + 1\n\n\nclass C:\n    pass\n"})
+    repo.commit(
+        "rename and change", {"app.py": None, "main.py": "def run(x):\n    return x + 1\n\n\nclass C:\n    pass\n"}
+    )
     r = open_repo(repo.path)
     for info in walk(r, head_sha(r)):
         cd = read_commit(r, info, PathPolicy())

@@ -28,7 +28,7 @@ from backstory.history.libgit import walk
 from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit
 from backstory.history.repo import head_sha, open_repo
-from backstory.index import commit_terms, merge_diffs, symbols_phase
+from backstory.index import commit_terms, merge_diffs, symbols_phase, texts_phase
 from backstory.index.analyzer import term_counts, term_set
 from backstory.index.build import index_repository
 from backstory.index.catalog import Catalog
@@ -209,11 +209,12 @@ def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def phased(big_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The index a long run builds: keyword phase, merges (diffed in reader processes), then the symbols phase
-    (two reader processes)."""
+    """The index a long run builds: keyword phase, the symbols phase (two reader processes), the message index,
+    the commits' analysed texts and the merges' diffs (both computed in reader processes)."""
     out = tmp_path_factory.mktemp("phased")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(merge_diffs, "PARALLEL_FROM", 1)
+        mp.setattr(texts_phase, "PARALLEL_FROM", 1)
         report = index_repository(big_repo, index_dir=out)
     assert report.new_commits > symbols_phase.DEFER_FROM  # the phased path was taken
     return out
@@ -294,7 +295,7 @@ def _tokens_as_before(catalog: Catalog, sha: str) -> features.CommitTokens:
 
 
 def test_stored_commit_terms_give_the_features_computed_before(phased: Path, one_pass: Path) -> None:
-    """The second stage's stored text of each commit (analysed in the reader processes) gives every feature the
+    """The second stage's stored text of each commit (analysed in the texts phase's processes) gives every feature the
     search computed from the catalogue's excerpts before it was stored, and what a one-process build stored;
     every commit with hunks has it."""
     catalog = Catalog.of(Store(phased))

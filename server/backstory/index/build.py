@@ -25,7 +25,7 @@ from ..history import libgit
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import commit_terms, integrity, memory, merge_diffs, message_index, relations, symbols_phase
+from . import commit_terms, integrity, memory, merge_diffs, message_index, relations, symbols_phase, texts_phase
 from .catalog import Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
@@ -234,7 +234,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled and Catalog.of(store).pending_commit_texts():
             # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows
             # were; cancelled, the next run stores the rest
-            commit_terms.fill_missing(store, Catalog.of(store), cancel, progress)
+            texts_phase.fill_missing(store, Catalog.of(store), cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled:  # merges' change blocks, for exact symbol history only (diffed on the fly until
             # then): last, so that the lanes and their symbols are complete first

@@ -312,7 +312,7 @@ class Catalog:
 
     def commit_texts_stored(self) -> bool:
         """Whether every indexed commit has its analysed text stored, as this version keeps it (a long run stores
-        its commits' after its symbols phase, `commit_terms.fill_missing`; an index built before those rows lacks
+        its commits' after its symbols phase, `texts_phase`; an index built before those rows lacks
         them until an indexing run stores them)."""
         return self._commit_texts_current() and not self._missing_commit_texts()
 
@@ -325,7 +325,7 @@ class Catalog:
 
     def pending_commit_texts(self) -> int:
         """Indexed commits whose analysed text the next run stores or checks: those without a row while every
-        stored row is current, else every indexed commit with hunks (`commit_terms.fill_missing` checks the
+        stored row is current, else every indexed commit with hunks (`texts_phase` checks the
         stored rows too: which of them an older version left behind, only reading them all tells)."""
         if self._commit_texts_current():
             return self._missing_commit_texts()

@@ -14,15 +14,13 @@ before then has neither, and the search reads them from the catalogue as it did.
 
 The same :func:`commit_terms` serves a commit without a stored row (an index built before these rows
 existed): the search computes it from the catalogue's excerpts, so both give the same features, and the next
-`backstory index` stores the missing rows from those excerpts (:func:`fill_missing`; ~1 ms a commit, once).
+`backstory index` stores the missing rows from those excerpts (`texts_phase`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,10 +31,7 @@ from .analyzer import term_counts, term_set
 
 if TYPE_CHECKING:
     from .catalog import Catalog
-    from .progress import Progress
-    from .store import Store
 
-log = logging.getLogger(__name__)
 
 #: The hunks of a commit whose text is analysed (the first ones, in file and hunk order): one huge commit
 #: costs no more than this
@@ -188,9 +183,8 @@ MISSING = (
     "FROM commits c LEFT JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed' AND c.n_hunks > 0"
     " AND t.sha IS NULL"
 )
-#: how the writer and :func:`fill_missing` store a row (OR REPLACE: a commit written again keeps one row)
+#: how the writer and `texts_phase` store a row (OR REPLACE: a commit written again keeps one row)
 STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
-FILL_BATCH = 256
 #: the state key saying every stored row has the paths and names the catalogue's hunks give (since VERSION 2);
 #: a short run's commits get their rows as they are written, a long run's after its symbols phase (counted
 #: apart: :data:`MISSING`), and the symbols phase rewrites the names it changes in rows stored before it (by
@@ -199,54 +193,3 @@ FILL_BATCH = 256
 #: symbols phase leaves names behind the symbols, so the next run of this one checks every row (the search
 #: meanwhile computes what a row lacks; names behind their symbols cost a little ranking, never a result)
 STATE, VERSION = "commit_terms", "2"
-
-
-def fill_missing(
-    store: Store, catalog: Catalog, cancel: threading.Event | None = None, progress: Progress | None = None
-) -> int:
-    """Store the rows indexed commits lack (a long run's, whose readers leave them for after the symbols phase,
-    or an index built before they existed), from the catalogue's excerpts, and unless the state says every
-    stored row is current, bring every stored row's paths and names to what the catalogue says (rows stored
-    without them, or by an older version's symbols phase), newest first, a short transaction per :data:`FILL_BATCH`
-    commits so that a search reads the catalogue meanwhile and a cancelled run keeps what it stored. Returns how
-    many rows were written."""
-    order = " ORDER BY c.commit_time DESC, c.sha"
-    missing = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING}{order}")]
-    checked: list[str] = []
-    if store.get_state(STATE) != VERSION:  # else every stored row is current
-        stored = "FROM commits c JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed'"
-        checked = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {stored}{order}")]
-    total = len(missing) + len(checked)
-    if total:
-        log.info("storing or checking the analysed text of %d commits", total)
-        if progress:
-            progress("texts", 0, total)
-    done = written = 0
-    todo = [(sha, True) for sha in missing] + [(sha, False) for sha in checked]
-    for start in range(0, len(todo), FILL_BATCH):
-        if cancel is not None and cancel.is_set():
-            break
-        rows = []
-        for sha, absent in todo[start : start + FILL_BATCH]:
-            if absent:
-                rows.append((sha, pack(from_catalogue(catalog, sha))))
-                continue
-            row = store.db.execute("SELECT data FROM commit_terms WHERE sha=?", (sha,)).fetchone()
-            try:
-                terms = unpack(row[0])
-            except ValueError:
-                continue  # a damaged row: the search computes this commit's text from its hunks
-            files = tuple(catalog.commit_paths(sha))
-            names_ = names_of(catalog, sha)
-            if terms.files != files or terms.names != names_:
-                rows.append((sha, pack(replace(terms, files=files, names=names_))))
-        with store.transaction() as tx:
-            tx.executemany(STORE_ROWS, rows)
-        done += min(FILL_BATCH, len(todo) - start)
-        written += len(rows)
-        if progress:
-            progress("texts", done, total)
-    if cancel is None or not cancel.is_set():
-        with store.transaction() as tx:
-            store.set_state(tx, STATE, VERSION)
-    return written

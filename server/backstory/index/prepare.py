@@ -44,7 +44,7 @@ def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False, ter
     """``documents_only``: just what :func:`hunk_docs` reads, for the symbols phase, whose commits' excerpts and
     relations are already in the catalogue (the patch ids and the excerpts' compression were ~10 % of its
     readers' CPU on git/git). ``terms=False``: without the analysed text (a long run stores it after its
-    symbols phase, `commit_terms.fill_missing`: ~15 % of the keyword phase's readers' CPU on git/git)."""
+    symbols phase, `texts_phase`: ~15 % of the keyword phase's readers' CPU on git/git)."""
     c = cd.commit
     files = tuple(
         FileTexts(
