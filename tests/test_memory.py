@@ -67,6 +67,14 @@ def test_frozen_heap_leaves_the_collector_as_it_found_it() -> None:
     with memory.frozen_heap():
         del gc_probe
     assert probe() is None
+    outer = memory.frozen_heap()  # two repositories indexing at once: the first to end leaves the freeze on
+    inner = memory.frozen_heap()
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)
+    assert gc.get_freeze_count() > 0 and gc.get_threshold()[0] == max(before[0], memory.YOUNG_COLLECTION)
+    inner.__exit__(None, None, None)
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
 class _Probe:

@@ -25,6 +25,7 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -60,18 +61,34 @@ def limit_arenas(count: int = SERVER_ARENAS) -> bool:
     return bool(mallopt is not None and mallopt(M_ARENA_MAX, count) == 1)
 
 
+class _Freeze:
+    depth = 0  # blocks open
+    threshold: tuple[int, int, int] = (700, 10, 10)  # the collector's before the first of them
+
+
+_FROZEN = _Freeze()
+_FREEZING = threading.Lock()
+
+
 @contextmanager
 def frozen_heap() -> Iterator[None]:
     """Leave the objects that exist now out of the cycle collector's passes until the block ends (``gc.freeze``:
     they are still freed when their last reference goes), and collect the young generation every
     :data:`YOUNG_COLLECTION` allocations instead of 700: a batch's results, and the read-ahead's, live long
     enough to reach the oldest generation, so each full pass still walked ~100,000 of them (55 passes, 3.5 s).
-    Nested or concurrent uses restore the collector at the first end, which only costs the saving."""
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], YOUNG_COLLECTION), *threshold[1:])
+    Nested or concurrent blocks (a language server indexing two repositories) share one freeze: the collector
+    is as it was once the last of them ends."""
+    with _FREEZING:
+        if _FROZEN.depth == 0:
+            _FROZEN.threshold = before = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(max(before[0], YOUNG_COLLECTION), *before[1:])
+        _FROZEN.depth += 1
     try:
         yield
     finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+        with _FREEZING:
+            _FROZEN.depth -= 1
+            if _FROZEN.depth == 0:
+                gc.set_threshold(*_FROZEN.threshold)
+                gc.unfreeze()
