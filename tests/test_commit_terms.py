@@ -187,6 +187,24 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     assert engine.status(thorough=False)["pending"]["texts"] == 0
 
 
+def test_an_older_state_is_brought_up_to_date_without_rows_to_store(tmp_path: Path) -> None:
+    """An index an older version left (its state key behind this version's) whose commits have no hunks: the
+    next run still marks the rows current, so the language server may update it in its own process."""
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("Start", {"notes.txt": "a\n"})
+    repo.git("commit", "-q", "--allow-empty", "-m", "Nothing")
+    index_repository(repo.path)
+    store = store_for(open_repo(repo.path))
+    with sqlite3.connect(store.db_path) as conn:
+        conn.execute("DELETE FROM commit_terms")
+        conn.execute("UPDATE commits SET n_hunks = 0")  # as if none had hunks
+        conn.execute("UPDATE state SET value='1' WHERE key=?", (commit_terms.STATE,))
+    assert not Catalog.of(store).commit_texts_stored()
+    index_repository(repo.path)
+    assert Catalog.of(store).commit_texts_stored()
+    assert store.get_state(commit_terms.STATE) == commit_terms.VERSION
+
+
 def test_rows_computed_in_reader_processes_are_the_ones_stored_in_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

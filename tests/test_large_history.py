@@ -422,3 +422,23 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
     assert not store.staging_path.exists()
     query = HUNKS.format("f.sha, f.path, h.idx, h.symbols")
     assert sorted(_db(tmp_path).execute(query)) == sorted(_db(one_pass).execute(query))
+
+
+def test_a_run_stopped_while_merges_are_diffed_says_so_and_the_next_finishes(
+    big_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merges' phase comes last: stopped there, the run reports itself cancelled and does not record HEAD as
+    indexed (a view would take it as complete and not run again); the next run diffs the rest."""
+    monkeypatch.setattr(merge_diffs, "CHUNK", 5)
+    cancel = threading.Event()
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "merges" and done:
+            cancel.set()
+
+    assert index_repository(big_repo, index_dir=tmp_path, progress=progress, cancel=cancel).cancelled
+    store = Store(tmp_path)
+    assert Catalog.of(store).pending_merge_diffs() > 0 and not store.get_state("indexed_head")
+    assert not index_repository(big_repo, index_dir=tmp_path).cancelled
+    assert Catalog.of(store).pending_merge_diffs() == 0
+    assert store.get_state("indexed_head") == head_sha(open_repo(big_repo))

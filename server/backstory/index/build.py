@@ -231,7 +231,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
             message_index.sync(store, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
-        if not report.cancelled and Catalog.of(store).pending_commit_texts():
+        if not report.cancelled and texts_phase.due(store):
             # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows
             # were; cancelled, the next run stores the rest
             texts_phase.fill_missing(store, Catalog.of(store), cancel, progress)
@@ -239,6 +239,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled:  # merges' change blocks, for exact symbol history only (diffed on the fly until
             # then): last, so that the lanes and their symbols are complete first
             merge_diffs.fill(store, repo.controldir(), cancel, progress)
+            report.cancelled = cancel is not None and cancel.is_set()
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
@@ -260,6 +261,8 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
     # a long run indexes the keyword lanes first and attaches symbols in a phase of its own (searchable
     # sooner), then stores the commits' analysed texts; a short one reads each commit once
     inline = len(todo) < symbols_phase.DEFER_FROM
+    if not inline:
+        texts_phase.defer(store)
     for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages, terms=inline):
         if cancel is not None and cancel.is_set():
             report.cancelled = True
@@ -291,6 +294,7 @@ def _prelude(repo, store, writer, staging, head, policy, options, report, cancel
     if len(newest) < PRELUDE_COMMITS or (cancel is not None and cancel.is_set()):
         return  # a short history: the ordinary run is as quick
     newest.sort(key=lambda c: (-c.commit_time, -c.author_time, c.sha))
+    texts_phase.defer(store)
     batch: list[CommitDiff | CommitInfo] = list(read_all(repo, newest, policy, False, options.no_messages, terms=False))
     _write_batch(store, writer, staging, batch, options, report, True)
     with store.transaction() as db:  # all of HEAD's so far; how many more is known once the walk is done

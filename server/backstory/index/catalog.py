@@ -314,11 +314,15 @@ class Catalog:
         """Whether every indexed commit has its analysed text stored, as this version keeps it (a long run stores
         its commits' after its symbols phase, `texts_phase`; an index built before those rows lacks
         them until an indexing run stores them)."""
-        return self._commit_texts_current() and not self._missing_commit_texts()
+        return self._commit_texts_current() and not self._commit_texts_deferred()
 
     def _commit_texts_current(self) -> bool:
         row = self._db.execute("SELECT value FROM state WHERE key=?", (commit_terms.STATE,)).fetchone()
         return row is not None and row[0] == commit_terms.VERSION
+
+    def _commit_texts_deferred(self) -> bool:
+        row = self._db.execute("SELECT value FROM state WHERE key=?", (commit_terms.DEFERRED,)).fetchone()
+        return row is not None and row[0] == "1"
 
     def _missing_commit_texts(self) -> int:
         return int(self._db.execute(f"SELECT COUNT(*) {commit_terms.MISSING}").fetchone()[0])
@@ -328,7 +332,7 @@ class Catalog:
         stored row is current, else every indexed commit with hunks (`texts_phase` checks the
         stored rows too: which of them an older version left behind, only reading them all tells)."""
         if self._commit_texts_current():
-            return self._missing_commit_texts()
+            return self._missing_commit_texts() if self._commit_texts_deferred() else 0
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND n_hunks > 0").fetchone()[0])
 
     def commit_hunk_names(self, sha: str, limit: int) -> list[tuple[str, str]]:

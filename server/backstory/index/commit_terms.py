@@ -3,14 +3,16 @@
 Why at index time: the learned second stage counts query terms in each candidate commit's added, removed and
 context lines and message (`search.features`). Reading a commit's excerpts back from the catalogue and
 analysing them cost ~0.6-1.3 ms a commit, ~23 candidates a search: on git/git about a third of a search with
-embeddings, pure Python no thread can overlap. None of it depends on the query, so the readers (in parallel,
-from the excerpts they have just made) analyse each commit once and the catalogue keeps the result, ~0.8 KB a
-commit compressed. Since the ninth pass the row also holds the commit's paths and the terms of the paths and
-touched symbols of its first hunks (reading and analysing them was ~1.2 ms of the ~2.9 ms a search on git/git
-spent on its candidates' texts): a long run's
-symbols arrive after the row is written, so the symbols phase rewrites that part in the transaction that
-stores the symbols (:func:`with_names`), and the row always says what the catalogue's hunks say. A row written
-before then has neither, and the search reads them from the catalogue as it did.
+embeddings, pure Python no thread can overlap. None of it depends on the query, so each commit is analysed
+once and the catalogue keeps the result, ~0.8 KB a commit compressed: by a short run's readers (in parallel,
+from the excerpts they have just made), and for a long run by the texts phase after its symbols phase, from
+the catalogue (`texts_phase`: the keyword lanes are complete sooner). Since the ninth pass the row also holds
+the commit's paths and the terms of the paths and touched symbols of its first hunks (reading and analysing
+them was ~1.2 ms of the ~2.9 ms a search on git/git spent on its candidates' texts). A row stored before its
+commit's symbols (by the ninth pass's version, whose long runs stored rows first) has its names rewritten by
+the symbols phase in the transaction that stores the symbols (:func:`with_names`), so the row always says what
+the catalogue's hunks say. A row written before the ninth pass has neither, and the search reads them from
+the catalogue as it did.
 
 The same :func:`commit_terms` serves a commit without a stored row (an index built before these rows
 existed): the search computes it from the catalogue's excerpts, so both give the same features, and the next
@@ -193,3 +195,7 @@ STORE_ROWS = "INSERT OR REPLACE INTO commit_terms(sha, data) VALUES (?,?)"
 #: symbols phase leaves names behind the symbols, so the next run of this one checks every row (the search
 #: meanwhile computes what a row lacks; names behind their symbols cost a little ranking, never a result)
 STATE, VERSION = "commit_terms", "2"
+#: the state key set ("1") while a long run's commits may lack their rows (its readers leave them to the texts
+#: phase, `texts_phase`), cleared when that phase has stored every missing row: whether to count them is then
+#: one key's read, not a pass over every commit (~80 ms on git/git)
+DEFERRED = "commit_terms_deferred"

@@ -9,10 +9,10 @@ machine); each commit stands in the lane for its hunks, as before (`search.lanes
 It is data derived from the catalogue's messages, not read from git: an index built before it gets it from its
 next indexing run, without a rebuild (git/git: ~10 s). It lives in a Tantivy directory of its own (in the main
 one its documents would change the other fields' BM25 averages). Every indexing run brings it up to date after
-the keyword phase (:func:`sync`): commits written since it last did, found by their hunk ids (ids only grow
-and are never reused); purged commits are deleted with the purge (:func:`delete`); it is built again when its
-count disagrees with the catalogue's (an older backstory changed the index meanwhile), its files fail their
-checksums or it cannot be opened.
+the keyword phase, and after the symbols phase on a long run (:func:`sync`): commits written since it last did,
+found by their hunk ids (ids only grow and are never reused); purged commits are deleted with the purge
+(:func:`delete`); it is built again when its count disagrees with the catalogue's (an older backstory changed
+the index meanwhile), its files fail their checksums or it cannot be opened.
 
 A search reads it only while it stands for exactly the catalogue's commits (:func:`current`: the state key
 holds the next hunk id and the number of indexed commits it was brought up to; every run that adds commits

@@ -37,7 +37,7 @@ class Prepared:
     files: tuple[FileTexts, ...]
     patch: tuple[str, str] | None  # (forward, inverse) patch ids (`relations.patch_ids`)
     terms: bytes | None  # the analysed text the second stage reads (`commit_terms.pack`); None without hunks,
-    # for the symbols phase (``documents_only``: stored by the keyword phase) and for a long run (stored after it)
+    # for the symbols phase (``documents_only``) and for a long run's keyword phase (the texts phase stores them)
 
 
 def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False, terms: bool = True) -> Prepared:

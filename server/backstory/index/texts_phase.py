@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import commit_terms
 from .catalog import Catalog
-from .commit_terms import MISSING, STATE, STORE_ROWS, VERSION
+from .commit_terms import DEFERRED, MISSING, STATE, STORE_ROWS, VERSION
 from .parallel import exit_with_parent, workers
 from .progress import Progress
 from .store import Store
@@ -36,6 +36,17 @@ FILL_BATCH = 256  # commits a transaction
 PARALLEL_FROM = 2_000  # missing rows from which reader processes compute them
 
 _worker: dict[str, Catalog] = {}
+
+
+def defer(store: Store) -> None:
+    """Say that commits about to be written come without their rows (a long run's readers leave them here)."""
+    with store.transaction() as tx:
+        store.set_state(tx, DEFERRED, "1")
+
+
+def due(store: Store) -> bool:
+    """Whether the phase has work: rows a long run left to it, or an index whose rows are not all current."""
+    return store.get_state(DEFERRED) == "1" or store.get_state(STATE) != VERSION
 
 
 def fill_missing(
@@ -75,6 +86,7 @@ def fill_missing(
         chunks.close()  # stops the workers of a cancelled fill
     with store.transaction() as tx:
         store.set_state(tx, STATE, VERSION)
+        store.set_state(tx, DEFERRED, "")
     return written
 
 

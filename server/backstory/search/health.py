@@ -109,14 +109,14 @@ def next_step(status: dict[str, Any]) -> str:
     todo = []
     if pending.get("history"):
         todo.append(f"add the {pending['history']:,} commit(s) behind HEAD")
-    if pending.get("merges"):
-        todo.append(f"diff {pending['merges']:,} merge file(s)")
     if pending.get("symbols"):
         todo.append(f"attach symbols to {pending['symbols']:,} file change(s)")
-    if pending.get("texts"):
-        todo.append(f"store or check the analysed text of {pending['texts']:,} commit(s) (faster searches)")
     if pending.get("message_index"):
         todo.append(f"index the messages of {pending['message_index']:,} commit(s) one by one (faster searches)")
+    if pending.get("texts"):
+        todo.append(f"store or check the analysed text of {pending['texts']:,} commit(s) (faster searches)")
+    if pending.get("merges"):
+        todo.append(f"diff {pending['merges']:,} merge file(s)")
     if pending.get("dense"):
         todo.append(f"embed {pending['dense']:,} file change(s)")
     if todo:

@@ -324,14 +324,8 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
         if pending.get("interrupted"):
             rows.append(("interrupted", f"{pending['interrupted']:,} commits half-written by a stopped run (redone)"))
         rows.append(("hunks / files", f"{status.get('hunks', 0):,} hunks in {status.get('files', 0):,} file changes"))
-        if pending.get("merges"):
-            rows.append(("merge diffs", f"{pending['merges']:,} merge files not diffed yet (exact history)"))
         if pending.get("symbols"):
             rows.append(("symbols", f"{pending['symbols']:,} file changes without symbols yet (symbol lanes)"))
-        if pending.get("texts"):
-            rows.append(
-                ("commit texts", f"{pending['texts']:,} commits' texts to store or check (searches are slower)")
-            )
         if pending.get("message_index"):
             rows.append(
                 (
@@ -339,6 +333,12 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
                     f"{pending['message_index']:,} commits' messages not indexed alone yet (searches are slower)",
                 )
             )
+        if pending.get("texts"):
+            rows.append(
+                ("commit texts", f"{pending['texts']:,} commits' texts to store or check (searches are slower)")
+            )
+        if pending.get("merges"):
+            rows.append(("merge diffs", f"{pending['merges']:,} merge files not diffed yet (exact history)"))
         units = status.get("files", 0)
         embedded = status.get("embedded_files", units - pending.get("dense", 0))
         emb = f"{embedded:,} of {units:,} file changes ({embedded / units:.0%})" if units else "nothing to embed"
