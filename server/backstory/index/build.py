@@ -231,7 +231,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
             message_index.sync(store, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
-        if not report.cancelled and texts_phase.due(store):
+        if not report.cancelled and not Catalog.of(store).commit_texts_stored():
             # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows
             # were; cancelled, the next run stores the rest
             texts_phase.fill_missing(store, Catalog.of(store), cancel, progress)

@@ -11,11 +11,8 @@ instead of milliseconds in dulwich, which stays the reader of everything else.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 import pygit2
 from pygit2.enums import DeltaStatus
@@ -24,7 +21,7 @@ from ..history import renames
 from ..history.diff import changes_of_blobs
 from ..history.libgit import open_repository
 from ..history.linelog import Block
-from .parallel import exit_with_parent, workers
+from .parallel import worker_pool, workers
 from .progress import Progress
 from .store import Store
 
@@ -136,8 +133,7 @@ def fill(
     n = workers()
     pool = None
     if n > 1 and len(rows) >= PARALLEL_FROM:
-        ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(),))
+        pool = worker_pool(n)
         results: Iterator[list[tuple[str, int]]] = (
             f.result() for f in [pool.submit(chunk_blocks, git_dir, c) for c in chunks]
         )
@@ -157,10 +153,6 @@ def fill(
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     return done
-
-
-def _init_worker(parent: int) -> None:
-    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
 
 
 def chunk_blocks(git_dir: str, rows: Sequence[tuple[int, str, str, str]]) -> list[tuple[str, int]]:

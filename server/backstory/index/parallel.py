@@ -50,6 +50,18 @@ def exit_with_parent(parent: int) -> None:
             os._exit(0)
 
 
+def leave_with_parent(parent: int) -> None:
+    """A worker's first step: watch for ``parent`` in a thread (:func:`exit_with_parent`)."""
+    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def worker_pool(n: int) -> ProcessPoolExecutor:
+    """``n`` spawned worker processes (not forked: the language server has threads) that leave with this one,
+    for the phases that hand chunks to any worker (merges' diffs, commit texts)."""
+    ctx = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(n, mp_context=ctx, initializer=leave_with_parent, initargs=(os.getpid(),))
+
+
 def _init(
     path: str,
     policy_args: tuple[Any, ...],
@@ -60,7 +72,7 @@ def _init(
     terms: bool,
     parent: int,
 ) -> None:
-    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
+    leave_with_parent(parent)
     _worker["repo"] = open_repo(path)
     gitattributes, backstoryignore, excludes, max_bytes = policy_args
     _worker["policy"] = PathPolicy(gitattributes, backstoryignore, excludes, max_bytes)

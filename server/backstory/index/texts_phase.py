@@ -15,18 +15,15 @@ beside the writer); the writer stores each chunk as it comes back, in order, in 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
 import threading
 from collections.abc import Generator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 from . import commit_terms
 from .catalog import Catalog
 from .commit_terms import DEFERRED, MISSING, STATE, STORE_ROWS, VERSION
-from .parallel import exit_with_parent, workers
+from .parallel import worker_pool, workers
 from .progress import Progress
 from .store import Store
 
@@ -44,11 +41,6 @@ def defer(store: Store) -> None:
         store.set_state(tx, DEFERRED, "1")
 
 
-def due(store: Store) -> bool:
-    """Whether the phase has work: rows a long run left to it, or an index whose rows are not all current."""
-    return store.get_state(DEFERRED) == "1" or store.get_state(STATE) != VERSION
-
-
 def fill_missing(
     store: Store, catalog: Catalog, cancel: threading.Event | None = None, progress: Progress | None = None
 ) -> int:
@@ -57,6 +49,8 @@ def fill_missing(
     and names to what the catalogue says (rows stored without them, or by an older version's symbols phase),
     newest first, a short transaction per :data:`FILL_BATCH` commits so that a search reads the
     catalogue meanwhile and a cancelled run keeps what it stored. Returns how many rows were written."""
+    if cancel is not None and cancel.is_set():
+        return 0
     order = " ORDER BY c.commit_time DESC, c.sha"
     missing = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {MISSING}{order}")]
     checked: list[str] = []
@@ -64,8 +58,6 @@ def fill_missing(
         stored = "FROM commits c JOIN commit_terms t ON t.sha = c.sha WHERE c.state = 'indexed'"
         checked = [str(r[0]) for r in store.db.execute(f"SELECT c.sha {stored}{order}")]
     total = len(missing) + len(checked)
-    if cancel is not None and cancel.is_set():
-        return 0
     if total:
         log.info("storing or checking the analysed text of %d commits", total)
         if progress:
@@ -98,8 +90,7 @@ def _chunks(
     chunks = [missing[i : i + FILL_BATCH] for i in range(0, len(missing), FILL_BATCH)]
     n = workers()
     if n > 1 and len(missing) >= PARALLEL_FROM:
-        ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(),))
+        pool = worker_pool(n)
         try:
             futures = [pool.submit(_computed, str(store.path), c) for c in chunks]
             for c, f in zip(chunks, futures, strict=True):
@@ -132,10 +123,6 @@ def _rechecked(store: Store, catalog: Catalog, shas: Sequence[str]) -> list[tupl
         if terms.files != files or terms.names != names_:
             out.append((sha, commit_terms.pack(replace(terms, files=files, names=names_))))
     return out
-
-
-def _init_worker(parent: int) -> None:
-    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
 
 
 def _computed(store_path: str, shas: Sequence[str]) -> list[tuple[str, bytes]]:
