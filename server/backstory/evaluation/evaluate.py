@@ -23,6 +23,7 @@ from typing import Any
 from ..history.libgit import walk
 from ..history.repo import head_sha, open_repo
 from ..index.build import BuildOptions, index_repository
+from ..index.store import HUNK_EXCERPT
 from ..search.engine import Engine
 from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions
 from . import pr_titles
@@ -97,7 +98,7 @@ def plain_bm25(engine: Engine, with_message: bool = False) -> Callable[[str], li
             sha: f"{subj}\n{body}"
             for sha, subj, body in engine.store.db.execute("SELECT sha, subject, body FROM commits")
         }
-    sql = "SELECT f.sha, h.excerpt FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+    sql = f"SELECT f.sha, {HUNK_EXCERPT} FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
     for sha, excerpt in engine.store.db.execute(sql):
         text = f"{messages[sha]}\n{excerpt}" if with_message else excerpt
         writer.add_document(tantivy.Document(text=text, sha=sha))
@@ -170,7 +171,10 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
 
     emb = engine.dense.embedder()
     db = engine.store.db
-    sql = "SELECT h.uid, f.sha, f.path, h.excerpt, h.symbols FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+    sql = (
+        f"SELECT h.uid, f.sha, f.path, {HUNK_EXCERPT} AS excerpt, h.symbols"
+        " FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+    )
     rows = db.execute(sql).fetchall()
     texts = [file_passage(r["path"], [s[0] for s in _json.loads(r["symbols"])], None, [r["excerpt"]]) for r in rows]
     t = time.perf_counter()

@@ -317,7 +317,9 @@ def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Sta
         for sha in shas:
             db.execute("DELETE FROM commits WHERE sha=?", (sha,))
         relations.purge(db, shas)
-        db.execute("DELETE FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)")
+        orphans = "SELECT fid FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)"
+        db.execute(f"DELETE FROM excerpts WHERE fid IN ({orphans})")
+        db.execute(f"DELETE FROM files WHERE fid IN ({orphans})")
 
 
 def _with_rows(db: sqlite3.Connection, shas: list[str]) -> list[str]:
@@ -336,6 +338,7 @@ def _forget_rows(db: sqlite3.Connection, shas: Iterable[str]) -> None:
     for sha in shas:
         db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
         db.execute("DELETE FROM hunks WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
+        db.execute("DELETE FROM excerpts WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
         db.execute("DELETE FROM files WHERE sha=? AND embedded<>-1", (sha,))
         db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
         db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
@@ -387,6 +390,7 @@ def _write_batch(
     staged: list[HunkDoc] = []
     hunk_rows: list[tuple[Any, ...]] = []
     file_rows: list[tuple[Any, ...]] = []
+    excerpt_rows: list[tuple[int, bytes]] = []
     later = options.symbols and defer  # supported files get their symbols in the symbols phase
     supported = symbols.supported_languages()
     for cd in diffs:
@@ -398,10 +402,12 @@ def _write_batch(
             (staged if waits else docs).extend(file_docs)
             parsed = PENDING if waits else int(f.parsed)
             file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, parsed, c.author_time))
-            for i, (h, excerpt) in enumerate(zip(f.hunks, ft.excerpts, strict=True)):
+            if ft.excerpts is not None:
+                excerpt_rows.append((fid, ft.excerpts))
+            for i, h in enumerate(f.hunks):
                 symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
                 hunk_rows.append(
-                    (uid, fid, i, h.old_start, h.old_lines, h.new_start, h.new_lines, excerpt, int(h.truncated),
+                    (uid, fid, i, h.old_start, h.old_lines, h.new_start, h.new_lines, int(h.truncated),
                      symbols_json, h.ops)
                 )  # fmt: skip
                 uid += 1
@@ -419,9 +425,10 @@ def _write_batch(
             " VALUES (?,?,?,?,?,?,?,?)",
             file_rows,
         )
+        db.executemany("INSERT INTO excerpts(fid, data) VALUES (?,?)", excerpt_rows)
         db.executemany(
-            "INSERT INTO hunks(uid, fid, idx, old_start, old_lines, new_start, new_lines, excerpt, truncated,"
-            " symbols, ops) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO hunks(uid, fid, idx, old_start, old_lines, new_start, new_lines, truncated, symbols, ops)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
             hunk_rows,
         )
         db.executemany(

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ..models.passages import file_passage
 from ..models.states import StateCodec
 from . import commit_terms, integrity, relations, unit_states
-from .store import Store, StoreError
+from .store import HUNK_EXCERPT, Store, StoreError, unpack_excerpts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +38,7 @@ _FILE_HUNKS = (
 # which the catalogue keeps once per file (schema 13); by uid (primary keys of both tables)
 _HUNK_ROWS = (
     "SELECT h.uid, h.fid, f.sha, h.idx, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,"
-    " h.new_lines, f.language, h.excerpt, h.truncated, h.symbols, h.ops"
+    " h.new_lines, f.language, " + HUNK_EXCERPT + " AS excerpt, h.truncated, h.symbols, h.ops"
     " FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid IN ({marks})"
 )
 _HUNK_PLACES = (
@@ -284,8 +284,8 @@ class Catalog:
         parts: dict[str, list[str]] = {}
         for chunk, marks in _chunks(maybe):
             sql = (
-                f"SELECT f.sha, f.path, h.excerpt FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha IN ({marks})"
-                " ORDER BY f.sha, f.path, h.idx"
+                f"SELECT f.sha, f.path, {HUNK_EXCERPT} FROM files f JOIN hunks h ON h.fid = f.fid"
+                f" WHERE f.sha IN ({marks}) ORDER BY f.sha, f.path, f.fid, h.idx"
             )
             for sha, path, excerpt in self._db.execute(sql, chunk):
                 changed = "\n".join(line for line in excerpt.split("\n")[1:] if line[:1] in "+-")
@@ -305,7 +305,7 @@ class Catalog:
         commit (see ``_write_batch``) and the order the two indexes give: the read stops after ``limit`` rows
         instead of sorting every hunk of a large commit."""
         sql = (
-            "SELECT f.path, h.excerpt, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
+            f"SELECT f.path, {HUNK_EXCERPT}, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
             " ORDER BY f.fid, h.uid LIMIT ?"
         )
         return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
@@ -377,10 +377,12 @@ class Catalog:
         db = self._db
         marks = ",".join("?" * len(fids))
         files = {r["fid"]: r for r in db.execute(f"SELECT * FROM files WHERE fid IN ({marks})", fids)}
-        excerpts: dict[int, list[str]] = {}
+        excerpts = {
+            r[0]: unpack_excerpts(r[1])
+            for r in db.execute(f"SELECT fid, data FROM excerpts WHERE fid IN ({marks})", fids)
+        }
         syms: dict[int, list[str]] = {}
-        for r in db.execute(f"SELECT fid, excerpt, symbols FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", fids):
-            excerpts.setdefault(r["fid"], []).append(r["excerpt"])
+        for r in db.execute(f"SELECT fid, symbols FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", fids):
             syms.setdefault(r["fid"], []).extend(s[0] for s in json.loads(r["symbols"]))
         subjects: dict[str, str] = {}
         if not no_messages:

@@ -17,7 +17,7 @@ from ..history.model import CommitDiff, by_position
 from . import commit_terms
 from .analyzer import code_text
 from .relations import patch_ids
-from .store import pack_text
+from .store import pack_excerpts
 from .text_index import HunkDoc, distinct_tokens
 
 
@@ -27,7 +27,7 @@ class FileTexts:
     path: str  # the file's path(s), analyzer-ready
     siblings: str
     hunks: tuple[tuple[str, str], ...]  # (changed lines, touched symbols) per hunk, analyzer-ready
-    excerpts: tuple[bytes, ...]  # per hunk, as the catalogue stores it (`store.pack_text`)
+    excerpts: bytes | None  # the hunks' excerpts as the catalogue stores them (`store.pack_excerpts`)
 
 
 @by_position
@@ -35,7 +35,7 @@ class FileTexts:
 class Prepared:
     message: str
     files: tuple[FileTexts, ...]
-    patch: tuple[str, str] | None  # (forward, inverse) patch ids (`relations.patch_ids`)
+    patch: tuple[int, int] | None  # (forward, inverse) patch ids (`relations.patch_ids`)
     terms: bytes | None  # the analysed text the second stage reads (`commit_terms.pack`); None without hunks,
     # for the symbols phase (``documents_only``) and for a long run's keyword phase (the texts phase stores them)
 
@@ -51,7 +51,7 @@ def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False, ter
             path=code_text(" ".join([f.path] if f.old_path == f.path else [f.path, f.old_path]).replace("/", " ")),
             siblings=distinct_tokens(" ".join(f.sibling_symbols)),
             hunks=tuple((code_text(h.changed_text), code_text(" ".join(s.name for s in h.symbols))) for h in f.hunks),
-            excerpts=() if documents_only else tuple(pack_text(h.excerpt) for h in f.hunks),
+            excerpts=None if documents_only else pack_excerpts([h.excerpt for h in f.hunks]),
         )
         for f in cd.files
     )

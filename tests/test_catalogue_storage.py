@@ -1,0 +1,135 @@
+"""How the catalogue stores what it keeps (schema 14): a file's hunk excerpts as one compressed value, read per
+hunk through the ``hunk_excerpt`` SQL function; patch ids as 64-bit integers. Real repositories, real index."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from backstory.cli import EXIT_ERROR
+from backstory.history.repo import open_repo
+from backstory.index.build import index_repository
+from backstory.index.relations import patch_ids
+from backstory.index.store import HUNK_EXCERPT, PAGE_SIZE, pack_excerpts, store_for, unpack_excerpts
+from backstory.search.engine import Engine
+from gitrepo import GitRepo
+
+LINES = [f"line {i}\n" for i in range(60)]
+
+
+def _text(changes: dict[int, str]) -> str:
+    return "".join(changes.get(i, line) for i, line in enumerate(LINES))
+
+
+@pytest.mark.parametrize(
+    "excerpts",
+    [
+        ["@@ -1 +1 @@\n-a\n+b"],
+        ["@@ -1,2 +1,2 @@\n x\n-a\n+b", "", "@@ -9 +9 @@\n-é ü 漢\n+\0 nul\n+\ud800 lone surrogate"],
+        ["12 34\n", "\n\n", " "],  # text that looks like the lengths line
+    ],
+)
+def test_a_files_excerpts_come_back_as_stored(excerpts: list[str]) -> None:
+    data = pack_excerpts(excerpts)
+    assert data is not None
+    assert unpack_excerpts(data) == excerpts
+
+
+def test_a_file_without_hunks_stores_nothing_and_damage_is_a_value_error() -> None:
+    assert pack_excerpts([]) is None
+    good = pack_excerpts(["abc", "de"])
+    assert good is not None
+    for bad in (b"not zlib", good[:-3], good[:2]):
+        with pytest.raises(ValueError):
+            unpack_excerpts(bad)
+    with pytest.raises(ValueError, match="do not add up"):
+        unpack_excerpts(zlib.compress(b"2 9\nabc"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "r")
+    repo.commit("Add the file", {"a.txt": _text({}), "b.txt": "one\n"})
+    # three hunks in one file (far apart), and a second file: each hunk reads back its own excerpt
+    repo.commit(
+        "Edit three places", {"a.txt": _text({2: "two\n", 30: "thirty\n", 57: "fifty-seven\n"}), "b.txt": "1\n"}
+    )
+    return repo
+
+
+def test_each_hunk_reads_its_own_excerpt_from_its_files_value(repo: GitRepo) -> None:
+    index_repository(repo.path)
+    engine = Engine(repo.path)
+    db = engine.store.db
+    sha = repo.head()
+    rows = db.execute(
+        "SELECT h.uid, f.path, h.idx FROM hunks h JOIN files f ON f.fid = h.fid WHERE f.sha=? ORDER BY h.uid", (sha,)
+    ).fetchall()
+    assert [(r["path"], r["idx"]) for r in rows] == [("a.txt", 0), ("a.txt", 1), ("a.txt", 2), ("b.txt", 0)]
+    hunks = engine.catalog.hunk_rows([r["uid"] for r in rows])
+    excerpts = [hunks[r["uid"]]["excerpt"] for r in rows]
+    assert "+two" in excerpts[0] and "+thirty" in excerpts[1] and "+fifty-seven" in excerpts[2]
+    assert "+1" in excerpts[3]
+    assert all(e.startswith("@@ ") for e in excerpts)
+    # read in any order (the function's memo holds one file): the same texts
+    sql = f"SELECT {HUNK_EXCERPT} FROM hunks h WHERE h.uid=?"
+    backwards = [db.execute(sql, (r["uid"],)).fetchone()[0] for r in reversed(rows)]
+    assert backwards == excerpts[::-1]
+    # the commit's texts for the second stage, read through the same function
+    assert [t for _p, t, _s in engine.catalog.commit_hunk_texts(sha, 40)] == excerpts
+    # one stored value a file; the hunk and file rows keep no text of their own
+    assert not {"excerpt", "excerpts"} & {
+        r[1] for t in ("hunks", "files") for r in db.execute(f"PRAGMA table_info({t})")
+    }
+    sql = "SELECT x.data FROM excerpts x JOIN files f ON f.fid = x.fid WHERE f.sha=? ORDER BY f.fid"
+    assert [unpack_excerpts(r[0]) for r in db.execute(sql, (sha,))] == [excerpts[:3], excerpts[3:]]
+
+
+def test_patch_ids_are_integers_that_find_a_cherry_pick(repo: GitRepo) -> None:
+    forward = patch_ids([("a.py", "a.py", [("1=1-1+", ["x = 1", "x = 2"])])])
+    assert forward is not None and all(isinstance(i, int) and -(2**63) <= i < 2**63 for i in forward)
+    index_repository(repo.path)
+    db = store_for(open_repo(repo.path)).db
+    types = {r[0] for r in db.execute("SELECT DISTINCT typeof(forward) || typeof(inverse) FROM patch_ids")}
+    assert types == {"integerinteger"}
+
+
+def test_a_damaged_excerpts_value_is_said_in_one_line(repo: GitRepo) -> None:
+    index_repository(repo.path)
+    db_path = store_for(open_repo(repo.path)).db_path
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE excerpts SET data = X'789c0000' WHERE fid IN (SELECT fid FROM files WHERE path = 'a.txt')")
+    proc = subprocess.run(
+        [sys.executable, "-m", "backstory", "query", "thirty", "--no-dense", "-C", str(repo.path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT_ERROR, (proc.stdout, proc.stderr)
+    line = proc.stderr.strip()
+    assert line.startswith("backstory: ") and "\n" not in line, line
+    assert "catalogue is damaged" in line and "--rebuild" in line, line
+
+
+def test_a_rewritten_commits_excerpts_go_with_it(repo: GitRepo) -> None:
+    index_repository(repo.path)
+    repo.git("commit", "-q", "--amend", "-m", "Edit three places, reworded")
+    index_repository(repo.path)
+    db = store_for(open_repo(repo.path)).db
+    orphans = db.execute("SELECT COUNT(*) FROM excerpts WHERE fid NOT IN (SELECT fid FROM files)").fetchone()[0]
+    with_hunks = db.execute("SELECT COUNT(DISTINCT fid) FROM hunks").fetchone()[0]
+    assert orphans == 0
+    assert db.execute("SELECT COUNT(*) FROM excerpts").fetchone()[0] == with_hunks == 4
+
+
+def test_a_new_catalogue_has_the_larger_pages(repo: GitRepo) -> None:
+    index_repository(repo.path)
+    db = store_for(open_repo(repo.path)).db
+    assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
