@@ -1,11 +1,13 @@
-"""How the catalogue stores what it keeps (schema 14): a file's hunk excerpts as one compressed value, read per
-hunk through the ``hunk_excerpt`` SQL function; patch ids as 64-bit integers. Real repositories, real index."""
+"""How the catalogue stores what it keeps (schema 14): a file's hunk excerpts as one compressed value, patch ids
+as 64-bit integers, 16 KB pages. Real repositories, real index."""
 
 from __future__ import annotations
 
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -15,9 +17,11 @@ from backstory.cli import EXIT_ERROR
 from backstory.history.repo import open_repo
 from backstory.index.build import index_repository
 from backstory.index.relations import patch_ids
-from backstory.index.store import HUNK_EXCERPT, PAGE_SIZE, pack_excerpts, store_for, unpack_excerpts
+from backstory.index.store import PAGE_SIZE, pack_excerpts, store_for, unpack_excerpts
 from backstory.search.engine import Engine
 from gitrepo import GitRepo
+
+pytestmark = pytest.mark.timeout(120)  # a deadlock fails here, not at the suite's 300 s
 
 LINES = [f"line {i}\n" for i in range(60)]
 
@@ -76,9 +80,8 @@ def test_each_hunk_reads_its_own_excerpt_from_its_files_value(repo: GitRepo) -> 
     assert "+two" in excerpts[0] and "+thirty" in excerpts[1] and "+fifty-seven" in excerpts[2]
     assert "+1" in excerpts[3]
     assert all(e.startswith("@@ ") for e in excerpts)
-    # read in any order (the function's memo holds one file): the same texts
-    sql = f"SELECT {HUNK_EXCERPT} FROM hunks h WHERE h.uid=?"
-    backwards = [db.execute(sql, (r["uid"],)).fetchone()[0] for r in reversed(rows)]
+    # one hunk at a time, in any order: the same texts
+    backwards = [engine.catalog.hunk_rows([r["uid"]])[r["uid"]]["excerpt"] for r in reversed(rows)]
     assert backwards == excerpts[::-1]
     # the commit's texts for the second stage, read through the same function
     assert [t for _p, t, _s in engine.catalog.commit_hunk_texts(sha, 40)] == excerpts
@@ -133,3 +136,46 @@ def test_a_new_catalogue_has_the_larger_pages(repo: GitRepo) -> None:
     db = store_for(open_repo(repo.path)).db
     assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_threads_sharing_the_connection_read_excerpts_without_deadlock(repo: GitRepo) -> None:
+    """The language server's threads share one catalogue connection. Excerpts were once decompressed by an SQL
+    function: SQLite called back into Python while holding the connection's lock, and a thread holding the
+    interpreter's lock that asked SQLite for anything waited for it forever (a hover beside a history request)."""
+    for i in range(12):
+        repo.commit(f"Edit {i}", {"a.txt": _text({i: f"edit {i}\n", 40 + i: f"far {i}\n"}), f"c{i}.txt": f"{i}\n"})
+    index_repository(repo.path)
+    engine = Engine(repo.path)
+    catalog = engine.catalog
+    uids = [r[0] for r in engine.store.db.execute("SELECT uid FROM hunks")]
+    shas = [r[0] for r in engine.store.db.execute("SELECT sha FROM commits")]
+    stop = time.monotonic() + 3.0
+    errors: list[BaseException] = []
+    done = [0, 0]
+
+    def hunks() -> None:
+        try:
+            while time.monotonic() < stop:
+                assert len(catalog.hunk_rows(uids)) == len(uids)
+                done[0] += 1
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    def others() -> None:
+        try:
+            while time.monotonic() < stop:
+                catalog.consequences(shas)
+                for sha in shas[:3]:
+                    catalog.commit_hunk_texts(sha, 40)
+                done[1] += 1
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=hunks, daemon=True), threading.Thread(target=others, daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), f"deadlocked after {done} rounds"
+    assert not errors, errors
+    assert done[0] > 10 and done[1] > 10

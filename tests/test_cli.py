@@ -545,7 +545,7 @@ def test_status_after_an_interrupted_run_has_no_none() -> None:
     assert rows["last indexed"] == "2c8cd3a11111"
     assert rows["history"] == "800 commits indexed, 2,529 behind HEAD"
     assert rows["interrupted"].startswith("12 commits half-written")
-    assert rows["merge diffs"].startswith("3 merge files")
+    assert rows["merge diffs"].startswith("3 merges not diffed")
     assert rows["catalogue"] == (
         "hunks 3.5 MB (indexes 500.0 kB), commits 1.2 MB, files 900.0 kB (indexes 100.0 kB), "
         "merge_paths 8.2 kB (indexes 4.1 kB), 2 more 8.2 kB"
@@ -592,8 +592,8 @@ def test_progress_view_rates_and_etas() -> None:
     view.close()
     lines = out.getvalue().splitlines()
     assert lines[-3] == "Indexing history: 1,000 commits in 20.0 s (50/s)"
-    assert lines[-2] == "Diffing merges: 1,000 merge files to do"
-    assert lines[-1] == "Diffing merges: 1,000 merge files in 2.0 s (383/s)"
+    assert lines[-2] == "Diffing merges: 1,000 merges to do"
+    assert lines[-1] == "Diffing merges: 1,000 merges in 2.0 s (383/s)"
     assert view.phases["history"].elapsed(0) == 20.0 and view.seconds() == pytest.approx(22.001)
 
 

@@ -288,7 +288,7 @@ def _attribution(fd) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
 
 
 def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, monkeypatch) -> None:
-    """Versions are parsed incrementally from their successors (also through merges) and their definitions
+    """Versions are parsed incrementally from their successors (a history with a merge) and their definitions
     carried over; in sequence and in the reader processes alike, the result must be what parsing every
     version from scratch gives."""
     rng = random.Random("attribution")
@@ -342,7 +342,6 @@ def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, 
         if n_workers == "1":  # the incremental paths ran (the workers' caches are in other processes)
             stats = reading(r).versions.stats
             assert stats["carried"] > 20 and stats["kept"] > stats["matched"], stats
-            assert stats["successor"] > 0  # a parent's version was parsed from the merge's version
 
 
 def test_read_commits_cross_the_pipe_whole(repo: GitRepo) -> None:

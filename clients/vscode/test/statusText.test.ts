@@ -9,7 +9,7 @@ describe("status bar", () => {
     assert.equal(v.tooltip.split("\n").filter((l) => l.includes("1,000/1,522")).length, 1, "the progress is said once");
     assert.equal(v.level, "normal");
     assert.equal(statusView({ state: "indexing", phase: "dense", done: 512, total: 4635 }).text, "$(sync~spin) Backstory: embedding 512/4,635 files");
-    assert.equal(progressText({ state: "indexing", phase: "merges", done: 3, total: 9 }), "diffing merges 3/9 files");
+    assert.equal(progressText({ state: "indexing", phase: "merges", done: 3, total: 9 }), "diffing merges 3/9 merges");
     assert.equal(progressText({ state: "indexing", phase: "texts", done: 256, total: 60642 }), "storing commit texts 256/60,642 commits");
     assert.equal(progressText({ state: "indexing", phase: "history" }), "indexing history…");
   });

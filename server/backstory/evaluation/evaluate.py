@@ -23,7 +23,7 @@ from typing import Any
 from ..history.libgit import walk
 from ..history.repo import head_sha, open_repo
 from ..index.build import BuildOptions, index_repository
-from ..index.store import HUNK_EXCERPT
+from ..index.store import read_excerpts
 from ..search.engine import Engine
 from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions
 from . import pr_titles
@@ -98,8 +98,12 @@ def plain_bm25(engine: Engine, with_message: bool = False) -> Callable[[str], li
             sha: f"{subj}\n{body}"
             for sha, subj, body in engine.store.db.execute("SELECT sha, subject, body FROM commits")
         }
-    sql = f"SELECT f.sha, {HUNK_EXCERPT} FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
-    for sha, excerpt in engine.store.db.execute(sql):
+    rows = engine.store.db.execute(
+        "SELECT f.sha, h.fid, h.idx FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+    ).fetchall()
+    excerpts = read_excerpts(engine.store.db, (r[1] for r in rows))
+    for sha, fid, idx in rows:
+        excerpt = excerpts[fid][idx]
         text = f"{messages[sha]}\n{excerpt}" if with_message else excerpt
         writer.add_document(tantivy.Document(text=text, sha=sha))
     writer.commit()
@@ -172,11 +176,14 @@ def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str,
     emb = engine.dense.embedder()
     db = engine.store.db
     sql = (
-        f"SELECT h.uid, f.sha, f.path, {HUNK_EXCERPT} AS excerpt, h.symbols"
-        " FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
+        "SELECT h.uid, f.sha, f.path, h.fid, h.idx, h.symbols FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
     )
     rows = db.execute(sql).fetchall()
-    texts = [file_passage(r["path"], [s[0] for s in _json.loads(r["symbols"])], None, [r["excerpt"]]) for r in rows]
+    excerpts = read_excerpts(db, (r["fid"] for r in rows))
+    texts = [
+        file_passage(r["path"], [s[0] for s in _json.loads(r["symbols"])], None, [excerpts[r["fid"]][r["idx"]]])
+        for r in rows
+    ]
     t = time.perf_counter()
     mat = emb.embed(texts)
     hunk_s = time.perf_counter() - t

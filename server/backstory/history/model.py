@@ -102,5 +102,4 @@ class CommitDiff:
     commit: CommitInfo
     files: list[FileDiff]
     skipped: dict[str, int] = field(default_factory=dict)
-    merge_paths: list[tuple[str, str]] = field(default_factory=list)  # merges: (parent, path) that differ
     prepared: object = None  # what the indexer derived from it in the reading process (index/prepare.py)

@@ -17,7 +17,7 @@ from .. import symbols
 from ..symbols.extract import Row
 from ..symbols.versions import VersionCache
 from . import libgit
-from .diff import diff_hunks, diff_ops
+from .diff import diff_hunks
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
 from .policy import PathPolicy
 from .renames import detect_renames
@@ -135,58 +135,9 @@ def read_commit(
     return CommitDiff(commit=info, files=files, skipped=dict(skipped))
 
 
-def read_merge(repo: Repo, info: CommitInfo, *, with_symbols: bool = False) -> CommitDiff:
-    """A merge is not diffed for search, but symbol history needs to know which source files it changes
-    relative to each parent (to carry line ranges through it); only paths in parsable languages are listed.
-
-    Like git's line-log, a walk through a merge compares a file with the parents in order and stops at the
-    first one it is identical in, so (parent *i*, path) is listed only when the path differs from every parent
-    before *i* as well: only the first parent is diffed, the others are asked for just those paths. A topic
-    merge in git/git differs from its second parent in thousands of files that its first parent already has.
-
-    With symbols, each parent's version of such a file is noted as parsable from the merge's version, which
-    was (or will soon be) parsed as the old side of a later commit: when an earlier commit asks for the parent's
-    version, it is parsed incrementally instead of from scratch (see `symbols.versions`)."""
-    state = reading(repo)
-    commit = libgit.commit(state.git, info.sha)
-    if commit is None:
-        raise KeyError(info.sha)
-    paths: list[tuple[str, str]] = []
-    supported = symbols.supported_languages()
-    differing: dict[str, tuple[str, int] | None] | None = None  # path -> the merge's (id, mode), differing so far
-    for parent_sha in info.parents:
-        parent = libgit.commit(state.git, parent_sha)
-        if parent is None:
-            continue
-        if differing is None:
-            differing = {}
-            for change in state.trees.changes(parent.tree_id.raw, commit.tree_id.raw):
-                path = _decode_path(change.new.path if change.new else change.old.path if change.old else None)
-                language = symbols.language_for_path(path) if path else None
-                if language not in supported:
-                    continue
-                differing[path] = (change.new.sha.decode("ascii"), change.new.mode) if change.new else None
-                paths.append((parent_sha, path))
-                if with_symbols and change.old and change.new:
-                    state.versions.note_successor((change.old.sha, language), (change.new.sha, language))
-            continue
-        for path, mine in list(differing.items()):
-            if libgit.entry_id(parent.tree, path) == mine:
-                del differing[path]  # identical in this parent: a walk never reaches the later ones
-            else:
-                paths.append((parent_sha, path))
-    return CommitDiff(commit=info, files=[], merge_paths=paths)
-
-
 def _rows(store: Reading, key: tuple[bytes | None, str], data: bytes) -> list[Row] | None:
-    """A version's definitions; parsed incrementally from a merge's version of the file when one is noted."""
-    versions = store.versions
-    later = versions.take_successor(key)
-    if later is not None and versions.can_derive(later, key):
-        later_data = versions.kept_source(later)
-        if later_data:
-            versions.derive(later, key, data, [op[:4] for op in diff_ops(data, later_data)])
-    return versions.rows(key, data, key[1])
+    """A version's definitions (parsed incrementally from a version read before, when one is kept)."""
+    return store.versions.rows(key, data, key[1])
 
 
 def _touching(rows: list[Row], lines: list[int], seen: dict[tuple[str, str], SymbolRef]) -> None:

@@ -341,6 +341,7 @@ def _forget_rows(db: sqlite3.Connection, shas: Iterable[str]) -> None:
         db.execute("DELETE FROM excerpts WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
         db.execute("DELETE FROM files WHERE sha=? AND embedded<>-1", (sha,))
         db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
+        db.execute("DELETE FROM merges_unlisted WHERE sha=?", (sha,))
         db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
 
 
@@ -431,9 +432,8 @@ def _write_batch(
             " VALUES (?,?,?,?,?,?,?,?,?,?)",
             hunk_rows,
         )
-        db.executemany(
-            "INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)",
-            [(cd.commit.sha, parent, path) for cd in diffs for parent, path in cd.merge_paths],
+        db.executemany(  # their paths and blocks: the merges phase (`merge_diffs.fill`)
+            "INSERT OR IGNORE INTO merges_unlisted(sha) VALUES (?)", [(c.sha,) for c in infos if c.is_merge]
         )
         relations.record(db, infos, [(cd.commit.sha, prepared(cd, options.no_messages).patch) for cd in diffs])
         db.executemany(

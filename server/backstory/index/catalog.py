@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ..models.passages import file_passage
 from ..models.states import StateCodec
 from . import commit_terms, integrity, relations, unit_states
-from .store import HUNK_EXCERPT, Store, StoreError, unpack_excerpts
+from .store import Store, StoreError, read_excerpts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,12 +38,21 @@ _FILE_HUNKS = (
 # which the catalogue keeps once per file (schema 13); by uid (primary keys of both tables)
 _HUNK_ROWS = (
     "SELECT h.uid, h.fid, f.sha, h.idx, f.path, f.old_path, f.change, h.old_start, h.old_lines, h.new_start,"
-    " h.new_lines, f.language, " + HUNK_EXCERPT + " AS excerpt, h.truncated, h.symbols, h.ops"
+    " h.new_lines, f.language, h.truncated, h.symbols, h.ops"
     " FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid IN ({marks})"
 )
 _HUNK_PLACES = (
     "SELECT h.uid, h.fid, f.sha, f.path, h.idx FROM hunks h JOIN files f ON f.fid = h.fid WHERE h.uid IN ({marks})"
 )
+
+
+def _excerpt(texts: dict[int, list[str]], fid: int, idx: int) -> str:
+    """Hunk ``idx``'s excerpt among its file's; a file or hunk without one is catalogue damage."""
+    try:
+        return texts[fid][idx]
+    except (KeyError, IndexError):
+        msg = f"the index catalogue is damaged (file {fid} has no stored excerpt {idx}); {integrity.REBUILD}"
+        raise integrity.CatalogueDamaged(msg) from None
 
 
 def _chunks(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
@@ -78,8 +87,18 @@ class Catalog:
     # -- rows by id -------------------------------------------------------------------------------------------
 
     def hunk_rows(self, uids: Iterable[int]) -> dict[int, Any]:
-        """Each hunk's row with its file's columns (``sha``, ``path``, ``old_path``, ``change``, ``language``)."""
-        return self._hunks_by_uid(_HUNK_ROWS, uids)
+        """Each hunk's row with its file's columns (``sha``, ``path``, ``old_path``, ``change``, ``language``)
+        and its ``excerpt``."""
+        rows = self._hunks_by_uid(_HUNK_ROWS, uids)
+        texts = self._excerpts(r["fid"] for r in rows.values())
+        return {uid: {**dict(r), "excerpt": _excerpt(texts, r["fid"], r["idx"])} for uid, r in rows.items()}
+
+    def _excerpts(self, fids: Iterable[int]) -> dict[int, list[str]]:
+        """The stored excerpts of each file (`store.read_excerpts`); a damaged value is catalogue damage."""
+        try:
+            return read_excerpts(self._db, fids)
+        except ValueError as e:
+            raise integrity.CatalogueDamaged(f"the index catalogue is damaged ({e}); {integrity.REBUILD}") from None
 
     def hunk_places(self, uids: Iterable[int]) -> dict[int, Any]:
         """Where each hunk is: its ``fid``, ``sha``, ``path`` and ``idx``, without the excerpt. Fusion places a
@@ -117,7 +136,12 @@ class Catalog:
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0])
 
     def indexed_merges(self) -> set[str]:
-        return {r[0] for r in self._db.execute("SELECT sha FROM commits WHERE is_merge=1 AND state='indexed'")}
+        """Merges whose paths and change blocks are stored (the merges phase); exact history diffs the others."""
+        sql = (
+            "SELECT sha FROM commits WHERE is_merge=1 AND state='indexed'"
+            " AND sha NOT IN (SELECT sha FROM merges_unlisted)"
+        )
+        return {r[0] for r in self._db.execute(sql)}
 
     def newest_indexed(self, limit: int = 50) -> list[str]:
         """The most recently committed indexed commits, newest first (ties by sha)."""
@@ -150,8 +174,8 @@ class Catalog:
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='pending'").fetchone()[0])
 
     def pending_merge_diffs(self) -> int:
-        """Merge paths whose diffs against their parents are not stored yet (the merges phase fills them)."""
-        return int(self._db.execute("SELECT COUNT(*) FROM merge_paths WHERE ops IS NULL").fetchone()[0])
+        """Merges whose paths and diffs against their parents are not stored yet (the merges phase)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0])
 
     def pending_symbol_files(self) -> int:
         """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""
@@ -284,10 +308,13 @@ class Catalog:
         parts: dict[str, list[str]] = {}
         for chunk, marks in _chunks(maybe):
             sql = (
-                f"SELECT f.sha, f.path, {HUNK_EXCERPT} FROM files f JOIN hunks h ON h.fid = f.fid"
+                f"SELECT f.sha, f.path, f.fid, h.idx FROM files f JOIN hunks h ON h.fid = f.fid"
                 f" WHERE f.sha IN ({marks}) ORDER BY f.sha, f.path, f.fid, h.idx"
             )
-            for sha, path, excerpt in self._db.execute(sql, chunk):
+            rows = self._db.execute(sql, chunk).fetchall()
+            texts = self._excerpts(r[2] for r in rows)
+            for sha, path, fid, idx in rows:
+                excerpt = _excerpt(texts, fid, idx)
                 changed = "\n".join(line for line in excerpt.split("\n")[1:] if line[:1] in "+-")
                 parts.setdefault(sha, []).append(f"{path}\0{changed}")
         return {
@@ -305,10 +332,12 @@ class Catalog:
         commit (see ``_write_batch``) and the order the two indexes give: the read stops after ``limit`` rows
         instead of sorting every hunk of a large commit."""
         sql = (
-            f"SELECT f.path, {HUNK_EXCERPT}, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
+            "SELECT f.path, f.fid, h.idx, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
             " ORDER BY f.fid, h.uid LIMIT ?"
         )
-        return [(r[0], r[1], r[2]) for r in self._db.execute(sql, (sha, limit))]
+        rows = self._db.execute(sql, (sha, limit)).fetchall()
+        texts = self._excerpts(r[1] for r in rows)
+        return [(r[0], _excerpt(texts, r[1], r[2]), r[3]) for r in rows]
 
     def commit_texts_stored(self) -> bool:
         """Whether every indexed commit has its analysed text stored, as this version keeps it (a long run stores
@@ -377,10 +406,7 @@ class Catalog:
         db = self._db
         marks = ",".join("?" * len(fids))
         files = {r["fid"]: r for r in db.execute(f"SELECT * FROM files WHERE fid IN ({marks})", fids)}
-        excerpts = {
-            r[0]: unpack_excerpts(r[1])
-            for r in db.execute(f"SELECT fid, data FROM excerpts WHERE fid IN ({marks})", fids)
-        }
+        excerpts = self._excerpts(fids)
         syms: dict[int, list[str]] = {}
         for r in db.execute(f"SELECT fid, symbols FROM hunks WHERE fid IN ({marks}) ORDER BY fid, idx", fids):
             syms.setdefault(r["fid"], []).extend(s[0] for s in json.loads(r["symbols"]))

@@ -75,9 +75,8 @@ def catalogue_damaged(e: sqlite3.DatabaseError) -> CatalogueDamaged:
 
 
 def is_damage(e: sqlite3.DatabaseError) -> bool:
-    """SQLite's own words for a damaged file (not "locked", not a constraint, not a programming error), or
-    the catalogue's one SQL function (`store.hunk_excerpt`) failing on a file's stored excerpts."""
-    words = ("malformed", "not a database", "corrupt", "disk i/o error", "user-defined function raised exception")
+    """SQLite's own words for a damaged file (not "locked", not a constraint, not a programming error)."""
+    words = ("malformed", "not a database", "corrupt", "disk i/o error")
     return type(e) is sqlite3.DatabaseError or any(w in str(e).lower() for w in words)
 
 

@@ -1,5 +1,6 @@
-"""Change blocks of each merge against each parent, per source path it changes: stored after the BM25 phase so
-exact symbol history carries line ranges through merges with SQLite lookups instead of diffs.
+"""Which source paths each merge changes against each parent, and the change blocks: listed and stored after
+the keyword lanes (the last phase before embeddings), so exact symbol history carries line ranges through
+merges with SQLite lookups instead of diffs.
 
 ``git log -L`` maps a range through a merge by diffing the file against every parent (the first parent that
 did not touch the range takes it alone). Diffing at query time cost 1 s for a file whose history crosses a
@@ -11,12 +12,14 @@ instead of milliseconds in dulwich, which stays the reader of everything else.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 
 import pygit2
 from pygit2.enums import DeltaStatus
 
+from .. import symbols
 from ..history import renames
 from ..history.diff import changes_of_blobs
 from ..history.libgit import open_repository
@@ -28,8 +31,8 @@ from .store import Store
 RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
 ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
 UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fall back to a diff on the fly
-CHUNK = 500
-PARALLEL_FROM = 4 * CHUNK  # rows from which reader processes diff them
+CHUNK = 100  # merges a task lists and diffs (git/git: ~4 rows a merge)
+PARALLEL_FROM = 4 * CHUNK  # merges from which reader processes do it
 BLOB_CACHE_LIMIT = 1 << 20
 
 
@@ -114,54 +117,112 @@ def parse(ops: str, path: str) -> tuple[str, list[Block]]:
     return path, decode(ops)
 
 
+def list_paths(repo: pygit2.Repository, merge: str, parents: Sequence[str]) -> list[tuple[str, str]]:
+    """(parent, path) of the source files a history walk through ``merge`` may have to carry line ranges
+    across: only paths in languages with symbols, and (parent *i*, path) only when the path differs from every
+    parent before *i* as well.
+
+    Like git's line-log, a walk through a merge compares a file with the parents in order and stops at the
+    first one it is identical in, so only the first parent is diffed (trees only); the others are asked for just
+    those paths. A topic merge in git/git differs from its second parent in thousands of files that its first
+    parent already has. Paths are decoded as the reader decodes them (UTF-8, invalid bytes replaced), so they
+    match the catalogue's file rows."""
+    try:
+        mine = repo[merge].peel(pygit2.Tree)
+    except (KeyError, ValueError):
+        return []
+    supported = symbols.supported_languages()
+    out: list[tuple[str, str]] = []
+    differing: dict[str, tuple[pygit2.Oid, int] | None] | None = None  # path -> the merge's (id, mode)
+    for parent in parents:
+        try:
+            theirs = repo[parent].peel(pygit2.Tree)
+        except (KeyError, ValueError):
+            continue  # a shallow clone's boundary: nothing to compare with
+        if differing is None:
+            differing = {}
+            for d in theirs.diff_to_tree(mine).deltas:  # parent -> merge, no rename detection
+                gone = d.status == DeltaStatus.DELETED
+                path = (d.old_file if gone else d.new_file).raw_path.decode("utf-8", "replace")
+                if symbols.language_for_path(path) not in supported:
+                    continue
+                differing[path] = None if gone else (d.new_file.id, d.new_file.mode)
+                out.append((parent, path))
+            continue
+        for path, entry in list(differing.items()):
+            try:
+                e = theirs[path]
+                found: tuple[pygit2.Oid, int] | None = (e.id, e.filemode)
+            except (KeyError, ValueError):
+                found = None
+            if found == entry:
+                del differing[path]  # identical in this parent: a walk never reaches the later ones
+            else:
+                out.append((parent, path))
+    return out
+
+
 def fill(
     store: Store,
     git_dir: str,
     cancel: threading.Event | None = None,
     progress: Progress | None = None,
 ) -> int:
-    """Compute the blocks of every merge path that has none yet (incremental); returns how many were computed.
+    """List and diff every merge the keyword phase left unlisted (``merges_unlisted``); returns how many.
 
-    The reader lists (merge, parent, path) only where a history walk can reach it (the path differs from every
-    earlier parent too: `history.reader.read_merge`), so every listed row is diffed: in reader processes when
-    there are many (git/git has 84,653, 275 s in one process), each chunk written as it comes back, in order.
-    ``progress`` gets ("merges", rows done, rows) after each chunk."""
-    rows = store.db.execute("SELECT rowid, sha, parent, path FROM merge_paths WHERE ops IS NULL").fetchall()
-    if not rows:
+    Each merge's rows (:func:`list_paths`, then :func:`merge_blocks` for each) are stored, and the merge taken
+    off the list, in one transaction a chunk: a merge is either listed with every row's blocks or not at all,
+    and exact history diffs an unlisted one on the fly (`Catalog.indexed_merges`). Before schema 14 the
+    keyword phase's readers listed them (~7 % of their CPU on git/git), which the keyword lanes do not need.
+    In reader processes when there are many (git/git has 21,215 merges), each chunk written as it comes back,
+    in order. ``progress`` gets ("merges", merges done, merges) after each chunk."""
+    merges = [
+        (sha, tuple(json.loads(parents)))
+        for sha, parents in store.db.execute(
+            "SELECT u.sha, c.parents FROM merges_unlisted u JOIN commits c ON c.sha = u.sha ORDER BY u.sha"
+        )
+    ]
+    if not merges:
         return 0
-    chunks = [[tuple(r) for r in rows[i : i + CHUNK]] for i in range(0, len(rows), CHUNK)]
+    chunks = [merges[i : i + CHUNK] for i in range(0, len(merges), CHUNK)]
     n = workers()
     pool = None
-    if n > 1 and len(rows) >= PARALLEL_FROM:
+    if n > 1 and len(merges) >= PARALLEL_FROM:
         pool = worker_pool(n)
-        results: Iterator[list[tuple[str, int]]] = (
-            f.result() for f in [pool.submit(chunk_blocks, git_dir, c) for c in chunks]
+        results: Iterator[list[tuple[str, str, str, str]]] = (
+            f.result() for f in [pool.submit(chunk_rows, git_dir, c) for c in chunks]
         )
     else:
-        results = (chunk_blocks(git_dir, c) for c in chunks)
+        results = (chunk_rows(git_dir, c) for c in chunks)
     done = 0
     try:
-        for out in results:
+        for chunk, rows in zip(chunks, results, strict=False):
             if cancel is not None and cancel.is_set():
                 break
-            done += len(out)
+            done += len(chunk)
             with store.transaction() as db:
-                db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", out)
+                db.executemany("DELETE FROM merge_paths WHERE sha=?", [(sha,) for sha, _p in chunk])  # a killed run's
+                db.executemany("INSERT INTO merge_paths(sha, parent, path, ops) VALUES (?,?,?,?)", rows)
+                db.executemany("DELETE FROM merges_unlisted WHERE sha=?", [(sha,) for sha, _p in chunk])
             if progress is not None:
-                progress("merges", done, len(rows))
+                progress("merges", done, len(merges))
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     return done
 
 
-def chunk_blocks(git_dir: str, rows: Sequence[tuple[int, str, str, str]]) -> list[tuple[str, int]]:
-    """(encoded blocks, rowid) of each (rowid, merge, parent, path)."""
+def chunk_rows(git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[str, str, str, str]]:
+    """(merge, parent, path, encoded blocks) of each of ``merges`` (sha, parents)."""
     repo = open_repository(git_dir)
     # a merge's blob is often the next merge's parent blob: let libgit2 keep blobs (it caches none by default);
     # measured on Flask: 1.2-1.45 s of CPU instead of 1.8-1.9 s
     pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, BLOB_CACHE_LIMIT)
     try:
-        return [(merge_blocks(repo, sha, parent, path), rowid) for rowid, sha, parent, path in rows]
+        return [
+            (sha, parent, path, merge_blocks(repo, sha, parent, path))
+            for sha, parents in merges
+            for parent, path in list_paths(repo, sha, parents)
+        ]
     finally:
         pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, 0)

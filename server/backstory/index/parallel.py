@@ -23,7 +23,7 @@ from dulwich.repo import Repo
 
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
-from ..history.reader import read_commit, read_merge
+from ..history.reader import read_commit
 from ..history.repo import open_repo
 from . import memory
 from .prepare import prepare
@@ -93,8 +93,8 @@ def _read(
     languages: frozenset[str] | None = None,
     terms: bool = True,
 ) -> CommitDiff:
-    if info.is_merge:
-        return read_merge(repo, info, with_symbols=with_symbols)
+    if info.is_merge:  # recorded as a commit; its paths are listed in the merges phase (`merge_diffs.fill`)
+        return CommitDiff(commit=info, files=[])
     cd = read_commit(repo, info, policy, with_symbols=with_symbols, languages=languages)
     cd.prepared = prepare(cd, no_messages, documents_only, terms)  # the writer's text work, done here in parallel
     for f in cd.files:  # the writer reads only what was prepared: the raw texts and line numbers need not cross

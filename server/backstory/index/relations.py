@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from ..history.model import CommitInfo
-from .store import HUNK_EXCERPT
+from .store import read_excerpts
 
 DDL = """
 CREATE TABLE IF NOT EXISTS patch_ids (
@@ -161,10 +161,13 @@ def backfill(db: sqlite3.Connection) -> int:
         files: dict[tuple[str, str], list[tuple[str, list[str]]]] = {}
         truncated = False
         sql = (
-            f"SELECT f.path, f.old_path, h.ops, {HUNK_EXCERPT}, h.truncated FROM files f JOIN hunks h ON h.fid = f.fid"
+            "SELECT f.path, f.old_path, h.ops, f.fid, h.idx, h.truncated FROM files f JOIN hunks h ON h.fid = f.fid"
             " WHERE f.sha=? ORDER BY f.fid, h.uid"  # uid order (see build._write_batch), without a sort
         )
-        for path, old_path, ops, excerpt, cut in db.execute(sql, (sha,)):
+        rows = db.execute(sql, (sha,)).fetchall()
+        texts = read_excerpts(db, (r[3] for r in rows))
+        for path, old_path, ops, fid, idx, cut in rows:
+            excerpt = texts[fid][idx]
             truncated = truncated or bool(cut)
             lines = [x[1:] for x in excerpt.split("\n")[1:] if x[:1] in "+-"]
             files.setdefault((path, old_path), []).append((ops, lines))

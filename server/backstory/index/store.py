@@ -20,7 +20,7 @@ import sqlite3
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +64,8 @@ CREATE TABLE IF NOT EXISTS hunks (
   old_start INTEGER NOT NULL, old_lines INTEGER NOT NULL, new_start INTEGER NOT NULL, new_lines INTEGER NOT NULL,
   truncated INTEGER NOT NULL, symbols TEXT NOT NULL, ops TEXT NOT NULL
 );
--- a file's hunks' excerpts, one value (`pack_excerpts`; schema 14), read per hunk as HUNK_EXCERPT; a table of
--- its own, so that the files table stays rows of a few dozen bytes for the queries that walk it
+-- a file's hunks' excerpts, one value (`pack_excerpts`; schema 14), read with `read_excerpts`; a table of its
+-- own, so that the files table stays rows of a few dozen bytes for the queries that walk it
 CREATE TABLE IF NOT EXISTS excerpts (fid INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS files_path ON files(path);
 CREATE INDEX IF NOT EXISTS files_symbols_pending ON files(fid) WHERE parsed=-1;  -- index/symbols_phase.py
@@ -75,6 +75,8 @@ CREATE TABLE IF NOT EXISTS merge_paths (
 );
 CREATE INDEX IF NOT EXISTS merge_paths_path ON merge_paths(path);
 CREATE INDEX IF NOT EXISTS merge_paths_sha ON merge_paths(sha);
+-- merges indexed as commits whose paths and blocks the merges phase has not stored yet (index/merge_diffs.py)
+CREATE TABLE IF NOT EXISTS merges_unlisted (sha TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- each commit's analysed text for the second stage (index/commit_terms.py); an index built before it has none
 -- and the search computes them from the excerpts
@@ -100,8 +102,8 @@ def pack_excerpts(excerpts: Sequence[str]) -> bytes | None:
     Why one value a file and not one a hunk (as until schema 13): excerpts are the catalogue's largest column, and a
     hunk's excerpt alone (~600 bytes on git/git) is too short for zlib to find much to reuse: git/git's 408,000
     excerpts took 118 MB compressed one by one, 84 MB compressed a file at a time (249 MB raw). A reader of one
-    hunk decompresses its file's (~1.8 KB raw on average); `hunk_excerpt` keeps the last one it decompressed,
-    so the hunks of a file read in a row cost one."""
+    hunk decompresses its file's (~1.8 KB raw on average), once for all the hunks of the file it reads
+    (:func:`read_excerpts`)."""
     if not excerpts:
         return None
     head = " ".join(str(len(e)) for e in excerpts)
@@ -125,26 +127,20 @@ def unpack_excerpts(data: bytes) -> list[str]:
     return out
 
 
-#: a hunk's excerpt in a query that names its row ``h``
-HUNK_EXCERPT = "hunk_excerpt((SELECT data FROM excerpts WHERE fid = h.fid), h.idx)"
-
-
-def _excerpt_function() -> Callable[[bytes | None, int], str]:
-    """``hunk_excerpt(excerpts.data, hunks.idx)``: one hunk's excerpt, as SQL sees it (registered on every
-    catalogue connection, each with its own one-file memo: a connection's reads of a file's hunks come in a
-    row, and decompressing the file again for each was the cost of reading a large commit)."""
-    last: list[tuple[bytes, list[str]]] = [(b"", [])]
-
-    def hunk_excerpt(data: bytes | None, idx: int) -> str:
-        if data is None:
-            raise ValueError("a hunk whose file has no stored excerpts")
-        blob, texts = last[0]
-        if blob != data:
-            texts = unpack_excerpts(data)
-            last[0] = (data, texts)
-        return texts[idx]
-
-    return hunk_excerpt
+def read_excerpts(db: sqlite3.Connection, fids: Iterable[int]) -> dict[int, list[str]]:
+    """The stored excerpts of each of ``fids`` that has any (:func:`unpack_excerpts`; ``ValueError`` when one
+    is damaged), in one query a few hundred files. Decompressed here, in Python, and not by an SQL function
+    inside the query: the catalogue's connection is shared by the language server's threads, and SQLite
+    calling back into Python while it holds the connection's lock deadlocked against a thread that held the
+    interpreter's lock and asked SQLite for something (a hover and a history request, in the LSP tests)."""
+    out: dict[int, list[str]] = {}
+    todo = sorted(set(fids))
+    for i in range(0, len(todo), 500):
+        chunk = todo[i : i + 500]
+        sql = f"SELECT fid, data FROM excerpts WHERE fid IN ({','.join('?' * len(chunk))})"
+        for fid, data in db.execute(sql, chunk):
+            out[int(fid)] = unpack_excerpts(data)
+    return out
 
 
 sqlite3.register_converter("ZTEXT", _unpack_text)
@@ -263,7 +259,6 @@ class Store:
                     self.db_path, timeout=30, isolation_level=None, check_same_thread=False,
                     detect_types=sqlite3.PARSE_DECLTYPES,  # ZTEXT columns read back as text (see `pack_text`)
                 )  # fmt: skip
-                conn.create_function("hunk_excerpt", 2, _excerpt_function(), deterministic=True)
                 conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new catalogue only (before WAL and tables)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")

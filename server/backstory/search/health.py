@@ -116,7 +116,7 @@ def next_step(status: dict[str, Any]) -> str:
     if pending.get("texts"):
         todo.append(f"store or check the analysed text of {pending['texts']:,} commit(s) (faster searches)")
     if pending.get("merges"):
-        todo.append(f"diff {pending['merges']:,} merge file(s)")
+        todo.append(f"diff {pending['merges']:,} merge(s)")
     if pending.get("dense"):
         todo.append(f"embed {pending['dense']:,} file change(s)")
     if todo:

@@ -183,31 +183,6 @@ class VersionCache:
         self._tree_bytes = 0  # source bytes of the kept trees
         self.stats: Counter[str] = Counter()
         self.carry = True  # carry definitions over between versions (off: match every version in full)
-        self._successors: OrderedDict[Hashable, Hashable] = OrderedDict()  # version → a later one (merges)
-        self._waiting: Counter[Hashable] = Counter()  # later version → how many noted versions wait for it
-
-    def note_successor(self, version: Hashable, later: Hashable) -> None:
-        """Remember that ``version`` can be parsed from ``later`` (a merge's version of the file; see
-        `history.reader.read_merge`), and keep ``later``'s tree for it."""
-        if version in self._successors:
-            return
-        self._successors[version] = later
-        self._waiting[later] += 1
-        if len(self._successors) > self._size:
-            self._forget(self._successors.popitem(last=False)[1])
-
-    def take_successor(self, version: Hashable) -> Hashable | None:
-        """The later version noted for ``version`` (once)."""
-        later = self._successors.pop(version, None)
-        if later is not None:
-            self._forget(later)
-            self.stats["successor"] += 1
-        return later
-
-    def _forget(self, later: Hashable) -> None:
-        self._waiting[later] -= 1
-        if self._waiting[later] <= 0:
-            del self._waiting[later]
 
     def definitions(self, key: Hashable, source: bytes, language: str) -> list[Definition] | None:
         """What `extract_definitions(source, language)` returns, computed at most once per key while cached."""
@@ -234,15 +209,6 @@ class VersionCache:
         self._defs[key] = found
         if len(self._defs) > self._size:
             self._defs.popitem(last=False)
-
-    def can_derive(self, new_key: Hashable, old_key: Hashable) -> bool:
-        """Whether `derive` would parse ``old_key`` from ``new_key`` (so the caller can skip preparing a diff)."""
-        return new_key in self._trees and old_key not in self._defs and old_key not in self._trees
-
-    def kept_source(self, key: Hashable) -> bytes | None:
-        """The text of a version whose tree is kept."""
-        parsed = self._trees.get(key)
-        return None if parsed is None else parsed.source
 
     def derive(self, new_key: Hashable, old_key: Hashable, old_source: bytes, blocks: Sequence[Block]) -> None:
         """Parse the version ``old_key`` (text ``old_source``) from the kept tree of ``new_key``, which differs
@@ -281,9 +247,8 @@ class VersionCache:
             self.stats["carried"] += 1
             self.stats["kept"] += kept
             self.stats["matched"] += len(parsed.found) - kept
-        if not self._waiting.get(new_key):
-            # a base is seldom needed again (its older version is now kept) unless a merge noted more: evict first
-            self._trees.move_to_end(new_key, last=False)
+        # a base is seldom needed again (its older version is now kept): evicted first
+        self._trees.move_to_end(new_key, last=False)
         self._keep_tree(old_key, parsed)
 
     def _keep_tree(self, key: Hashable, parsed: Parsed) -> None:

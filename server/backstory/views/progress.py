@@ -30,7 +30,7 @@ LABELS = {
 }
 UNITS = {
     "history": "commits",
-    "merges": "merge files",
+    "merges": "merges",
     "symbols": "commits",
     "texts": "commits",
     "message_index": "commits",

@@ -489,7 +489,7 @@ end
 
 local PHASES = {
   history = { "indexing history", "commits" },
-  merges = { "diffing merges", "files" },
+  merges = { "diffing merges", "merges" },
   symbols = { "attaching symbols", "commits" },
   texts = { "storing commit texts", "commits" },
   message_index = { "indexing messages", "commits" },
