@@ -179,3 +179,20 @@ def test_threads_sharing_the_connection_read_excerpts_without_deadlock(repo: Git
     assert not any(t.is_alive() for t in threads), f"deadlocked after {done} rounds"
     assert not errors, errors
     assert done[0] > 10 and done[1] > 10
+
+
+def test_a_merge_left_unlisted_and_then_rewritten_away_leaves_no_row(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.git("checkout", "-q", "-b", "side")
+    repo.commit("Side edit", {"b.txt": "side\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
+    cancel = threading.Event()
+    index_repository(repo.path, progress=lambda phase, _d, _t: phase != "history" and cancel.set(), cancel=cancel)
+    db = store_for(open_repo(repo.path)).db
+    assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 1
+    repo.git("reset", "-q", "--hard", base)
+    repo.commit("Another edit", {"b.txt": "other\n"})
+    index_repository(repo.path)
+    assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM commits WHERE is_merge=1").fetchone()[0] == 0

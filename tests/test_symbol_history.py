@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,20 @@ def git_log_l(repo: GitRepo, path: str, start: int, end: int) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
-def compare_all(repo: GitRepo) -> tuple[int, int, int, list[str]]:
-    """(true positives, ours, oracle's, mismatches) over every definition at HEAD."""
-    index_repository(repo.path)
+def compare_all(repo: GitRepo, stop_before_merges: bool = False) -> tuple[int, int, int, list[str]]:
+    """(true positives, ours, oracle's, mismatches) over every definition at HEAD. ``stop_before_merges``: the
+    run stops where the merges phase starts, so every merge is still unlisted and diffed on the fly (what exact
+    history does while a long run's later phases work)."""
+    cancel = threading.Event()
+
+    def progress(phase: str, _done: int, _total: int) -> None:
+        if phase != "history":  # the phases after the keyword lanes: the run stops before the merges'
+            cancel.set()
+
+    index_repository(repo.path, progress=progress if stop_before_merges else None, cancel=cancel)
     engine = Engine(repo.path, models=NO_MODELS)
+    if stop_before_merges:
+        assert engine.catalog.pending_merge_diffs() > 0 and not engine.indexed_merges()
     files = repo.git("ls-files").split()
     tp = ours_n = oracle_n = 0
     bad: list[str] = []
@@ -274,7 +285,8 @@ def _feature_strips_load(repo: GitRepo, subject: str = "feature: strip") -> str:
     return side
 
 
-def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
+@pytest.mark.parametrize("stop_before_merges", [False, True])
+def test_history_through_merges_matches_git_log_l(repo: GitRepo, stop_before_merges: bool) -> None:
     _feature_strips_load(repo, "feature: strip on load")
     shifted = "# license header\n\n" + PY_V1.replace('"w"', '"wb"')
     repo.commit("main: header and binary save", {"pkg/io.py": shifted})
@@ -284,12 +296,15 @@ def test_history_through_merges_matches_git_log_l(repo: GitRepo) -> None:
         "after merge: get default",
         {"pkg/io.py": merged.replace("return self.items[key]", "return self.items.get(key)")},
     )
-    tp, ours, oracle, bad = compare_all(repo)
+    tp, ours, oracle, bad = compare_all(repo, stop_before_merges)
     assert bad == []
     assert tp == ours == oracle > 0
 
 
-def test_merge_that_changed_the_function_against_both_parents_is_listed(repo: GitRepo) -> None:
+@pytest.mark.parametrize("stop_before_merges", [False, True])
+def test_merge_that_changed_the_function_against_both_parents_is_listed(
+    repo: GitRepo, stop_before_merges: bool
+) -> None:
     # git log -L lists a merge whose result differs from every parent inside the range (a conflict resolved
     # by hand), and keeps following both sides
     _feature_strips_load(repo)
@@ -298,7 +313,7 @@ def test_merge_that_changed_the_function_against_both_parents_is_listed(repo: Gi
     merge = repo.commit(
         "merge feature", {"pkg/io.py": PY_V1.replace("return fh.read()", "return fh.read().casefold()")}
     )
-    tp, ours, oracle, bad = compare_all(repo)
+    tp, ours, oracle, bad = compare_all(repo, stop_before_merges)
     assert bad == []
     assert tp == ours == oracle > 0
     assert merge in git_log_l(repo, "pkg/io.py", 4, 6)  # the case is really exercised

@@ -179,8 +179,9 @@ def _through_merge(
         for p, spans in current.items():
             stored = merge_changes(p)
             key = (merge, parent)
-            # a row is stored only when the file differs from this parent and every earlier one (`read_merge`):
-            # no row behind parents that all differ means identical; behind an identical one, nothing is known
+            # a row is stored only when the file differs from this parent and every earlier one
+            # (`merge_diffs.list_paths`): no row behind parents that all differ means identical; behind an
+            # identical one, nothing is known
             if indexed and key not in stored and all((merge, q) in stored for q in parents[:i]):
                 mapped.append((p, spans))  # the file is identical in the merge and this parent
                 continue

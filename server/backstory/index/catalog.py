@@ -419,6 +419,8 @@ class Catalog:
         for fid in fids:
             f = files[fid]
             path = f["path"] if f["old_path"] == f["path"] else f"{f['old_path']} -> {f['path']}"
+            if fid in syms and fid not in excerpts:
+                _excerpt(excerpts, fid, 0)  # a file with hunks and no stored excerpts: catalogue damage
             out.append(file_passage(path, syms.get(fid, []), subjects.get(f["sha"]), excerpts.get(fid, [])))
         return out
 

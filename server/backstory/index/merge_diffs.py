@@ -129,10 +129,7 @@ def list_paths(repo: pygit2.Repository, trees: TreeDiffer, merge: str, parents: 
     CPU than libgit2's tree diff on git/git's merges); the others are asked for just those paths. A topic merge
     in git/git differs from its second parent in thousands of files that its first parent already has. Paths
     are decoded as the reader decodes them (UTF-8, invalid bytes replaced), so they match the file rows."""
-    try:
-        mine = repo[merge].peel(pygit2.Tree)
-    except (KeyError, ValueError):
-        return []
+    mine = repo[merge].peel(pygit2.Tree)  # KeyError when the merge cannot be read: the caller keeps it unlisted
     supported = symbols.supported_languages()
     out: list[tuple[str, str]] = []
     differing: dict[str, tuple[str, int] | None] | None = None  # path -> the merge's (hex id, mode)
@@ -189,31 +186,36 @@ def fill(
     pool = None
     if n > 1 and len(merges) >= PARALLEL_FROM:
         pool = worker_pool(n)
-        results: Iterator[list[tuple[str, str, str, str]]] = (
+        results: Iterator[tuple[list[tuple[str, str, str, str]], list[str]]] = (
             f.result() for f in [pool.submit(chunk_rows, git_dir, c) for c in chunks]
         )
     else:
         results = (chunk_rows(git_dir, c) for c in chunks)
     done = 0
     try:
-        for chunk, rows in zip(chunks, results, strict=False):
+        for chunk, (rows, unread) in zip(chunks, results, strict=False):
             if cancel is not None and cancel.is_set():
                 break
             done += len(chunk)
+            listed = [(sha,) for sha, _p in chunk if sha not in unread]
             with store.transaction() as db:
-                db.executemany("DELETE FROM merge_paths WHERE sha=?", [(sha,) for sha, _p in chunk])  # a killed run's
+                db.executemany("DELETE FROM merge_paths WHERE sha=?", listed)  # what a killed run left
                 db.executemany("INSERT INTO merge_paths(sha, parent, path, ops) VALUES (?,?,?,?)", rows)
-                db.executemany("DELETE FROM merges_unlisted WHERE sha=?", [(sha,) for sha, _p in chunk])
+                db.executemany("DELETE FROM merges_unlisted WHERE sha=?", listed)
             if progress is not None:
                 progress("merges", done, len(merges))
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        _opened.clear()  # in this process (a small update inside a server): not kept for its lifetime
     return done
 
 
-def chunk_rows(git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[str, str, str, str]]:
-    """(merge, parent, path, encoded blocks) of each of ``merges`` (sha, parents)."""
+def chunk_rows(
+    git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]
+) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """(merge, parent, path, encoded blocks) of each of ``merges`` (sha, parents), and the merges that could not
+    be read (a damaged repository: they stay unlisted, and exact history diffs them on the fly)."""
     repo, trees = _opened.get(git_dir) or (None, None)
     if repo is None or trees is None:
         _opened.clear()
@@ -223,12 +225,17 @@ def chunk_rows(git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]) -> lis
     # a merge's blob is often the next merge's parent blob: let libgit2 keep blobs (it caches none by default);
     # measured on Flask: 1.2-1.45 s of CPU instead of 1.8-1.9 s
     pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, BLOB_CACHE_LIMIT)
+    rows: list[tuple[str, str, str, str]] = []
+    unread: list[str] = []
     try:
-        return [
-            (sha, parent, path, merge_blocks(repo, sha, parent, path))
-            for sha, parents in merges
-            for parent, path in list_paths(repo, trees, sha, parents)
-        ]
+        for sha, parents in merges:
+            try:
+                paths = list_paths(repo, trees, sha, parents)
+            except (KeyError, ValueError):
+                unread.append(sha)
+                continue
+            rows += [(sha, parent, path, merge_blocks(repo, sha, parent, path)) for parent, path in paths]
+        return rows, unread
     finally:
         pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, 0)
 

@@ -141,9 +141,9 @@ def read_all(
     languages: frozenset[str] | None = None,
     terms: bool = True,
 ) -> Iterator[CommitDiff]:
-    """Every commit of ``todo`` read (merges recorded with their changed paths) and prepared for the writer
-    (`index.prepare`; ``documents_only``: only the Tantivy documents' texts; ``terms``: with the analysed text;
-    ``languages``: only the files in these languages, `history.reader.read_commit`), in order."""
+    """Every commit of ``todo`` read (a merge as a commit alone: the merges phase lists its paths) and prepared
+    for the writer (`index.prepare`; ``documents_only``: only the Tantivy documents' texts; ``terms``: with the
+    analysed text; ``languages``: only the files in these languages, `history.reader.read_commit`), in order."""
     n = workers()
     if n <= 1 or len(todo) < MIN_PARALLEL:
         for info in todo:

@@ -165,10 +165,14 @@ def backfill(db: sqlite3.Connection) -> int:
             " WHERE f.sha=? ORDER BY f.fid, h.uid"  # uid order (see build._write_batch), without a sort
         )
         rows = db.execute(sql, (sha,)).fetchall()
-        texts = read_excerpts(db, (r[3] for r in rows))
+        try:
+            texts = read_excerpts(db, (r[3] for r in rows))
+        except ValueError:  # a damaged value: no patch id, as for a capped hunk (the search reports the damage)
+            texts = {}
         for path, old_path, ops, fid, idx, cut in rows:
-            excerpt = texts[fid][idx]
-            truncated = truncated or bool(cut)
+            found = texts.get(fid, [])
+            excerpt = found[idx] if idx < len(found) else ""
+            truncated = truncated or bool(cut) or idx >= len(found)
             lines = [x[1:] for x in excerpt.split("\n")[1:] if x[:1] in "+-"]
             files.setdefault((path, old_path), []).append((ops, lines))
         ids = None if truncated else patch_ids((p, o, h) for (p, o), h in files.items())

@@ -225,15 +225,16 @@ class Engine:
         """A merge's change blocks for ``path`` against one parent, diffed now (memoised): for merges the
         catalogue has no stored blocks for (indexed before they were stored, or not indexed yet)."""
         key = (merge, parent, path)
-        if key not in self._merge_ops:
+        ops = self._merge_ops.get(key)
+        if ops is None:
             if len(self._merge_ops) > 20_000:
                 self._merge_ops.clear()
             if self._git is None:
                 self._git = libgit.of(self.repo)
             from ..index import merge_diffs  # the indexing stack: only exact history through a merge needs it
 
-            self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
-        return self._merge_ops[key]
+            ops = self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
+        return ops  # the local: another thread may clear the memo meanwhile
 
     def holds_branches(self) -> bool:
         """Whether the index holds every local branch's history (``backstory index --all-branches``)."""
