@@ -386,8 +386,8 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
     big_repo: Path, one_pass: Path, tmp_path: Path
 ) -> None:
     """Stopped when the symbols phase starts: keyword search already covers every commit (staged ones
-    included), status and freshness say how many changes wait for symbols, and that the message lane's own
-    index, the commits' analysed texts and the merges' diffs come after them; the next run does those phases in
+    included), merges are listed, status and freshness say how many changes wait for symbols, and that the
+    message lane's own index, the commits' analysed texts and the merges' diffs come after them; the next run does those phases in
     that order and the index is then the one-pass index."""
     cancel = threading.Event()
     phases: list[str] = []
@@ -399,7 +399,8 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
 
     report = index_repository(big_repo, index_dir=tmp_path, progress=progress, cancel=cancel)
     assert report.cancelled
-    assert phases == ["history", "symbols"]
+    assert phases == ["history", "merge_paths", "symbols"]  # merges listed before the symbols, diffed last
+    assert not _db(tmp_path).execute("SELECT 1 FROM merges_unlisted").fetchone()
     store = Store(tmp_path)
     assert store.staging_path.is_dir()
     with_hunks = _db(tmp_path).execute("SELECT COUNT(*) FROM commits WHERE n_hunks > 0").fetchone()[0]

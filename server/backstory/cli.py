@@ -343,6 +343,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     done += f" in {seconds_text(total)}"
     labels = {
         "history": "history",
+        "merge_paths": "merge listing",
         "merges": "merges",
         "symbols": "symbols",
         "texts": "commit texts",

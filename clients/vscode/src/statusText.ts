@@ -12,6 +12,7 @@ const fmt = (n: number) => n.toLocaleString("en-US");
 /** What each indexing phase counts, as the server says it ("indexing history 1,000/1,522 commits"). */
 const PHASES: Record<string, [string, string]> = {
   history: ["indexing history", "commits"],
+  merge_paths: ["listing merges", "merges"],
   merges: ["diffing merges", "merges"],
   symbols: ["attaching symbols", "commits"],
   texts: ["storing commit texts", "commits"],

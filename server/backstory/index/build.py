@@ -222,6 +222,9 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             _keyword_phase(repo, store, writer, staging, todo, policy, options, report, progress, cancel)
         del graph, todo, known  # the walk's commits, messages included (~100 MB on git/git), are done with
         memory.release()
+        if not report.cancelled:  # merges' paths, so exact history through them reads the catalogue from now on
+            merge_diffs.list_merges(store, repo.controldir(), cancel, progress)
+            report.cancelled = cancel is not None and cancel.is_set()
         # then what completes the lanes (symbols), what makes searches faster (the message lane's own index, the
         # commits' analysed texts: searches answer the same without them), and exact history's merges
         if not report.cancelled and options.symbols:

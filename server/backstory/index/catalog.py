@@ -174,8 +174,10 @@ class Catalog:
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='pending'").fetchone()[0])
 
     def pending_merge_diffs(self) -> int:
-        """Merges whose paths and diffs against their parents are not stored yet (the merges phase)."""
-        return int(self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0])
+        """Merges whose paths or diffs against their parents are not stored yet (`merge_diffs`)."""
+        unlisted = self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0]
+        undiffed = self._db.execute("SELECT COUNT(DISTINCT sha) FROM merge_paths WHERE ops IS NULL").fetchone()[0]
+        return int(unlisted) + int(undiffed)
 
     def pending_symbol_files(self) -> int:
         """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""

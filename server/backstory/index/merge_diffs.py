@@ -13,8 +13,10 @@ instead of milliseconds in dulwich, which stays the reader of everything else.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pygit2
 from pygit2.enums import DeltaStatus
@@ -35,6 +37,7 @@ UNKNOWN = "?"  # an object is missing (shallow clone, damaged repo): callers fal
 CHUNK = 100  # merges a task lists and diffs (git/git: ~4 rows a merge)
 PARALLEL_FROM = 4 * CHUNK  # merges from which reader processes do it
 BLOB_CACHE_LIMIT = 1 << 20
+T = TypeVar("T")
 
 
 def encode(blocks: Sequence[Block]) -> str:
@@ -158,20 +161,18 @@ def list_paths(repo: pygit2.Repository, trees: TreeDiffer, merge: str, parents: 
     return out
 
 
-def fill(
-    store: Store,
-    git_dir: str,
-    cancel: threading.Event | None = None,
-    progress: Progress | None = None,
+def list_merges(
+    store: Store, git_dir: str, cancel: threading.Event | None = None, progress: Progress | None = None
 ) -> int:
-    """List and diff every merge the keyword phase left unlisted (``merges_unlisted``); returns how many.
+    """List the paths of every merge the keyword phase left unlisted (``merges_unlisted``); returns how many.
 
-    Each merge's rows (:func:`list_paths`, then :func:`merge_blocks` for each) are stored, and the merge taken
-    off the list, in one transaction a chunk: a merge is either listed with every row's blocks or not at all,
-    and exact history diffs an unlisted one on the fly (`Catalog.indexed_merges`). Before schema 14 the
-    keyword phase's readers listed them (~7 % of their CPU on git/git), which the keyword lanes do not need.
-    In reader processes when there are many (git/git has 21,215 merges), each chunk written as it comes back,
-    in order. ``progress`` gets ("merges", merges done, merges) after each chunk."""
+    Run right after the keyword lanes (git/git: 21,215 merges, ~6 s on two cores) so that exact history
+    through a merge reads the catalogue while the later phases work (with every merge unlisted, a history
+    diffs each merge it crosses: 0.8-1.5 s a function on git/git instead of 0.05-0.4 s, and hovers' p95 during
+    the symbols phase was 526 ms). The rows wait without blocks for :func:`fill`, the last phase before
+    embeddings. Each chunk's rows are stored and its merges taken off the list in one transaction. Before
+    schema 14 the keyword phase's readers listed them (~7 % of their CPU on git/git), which the keyword lanes
+    do not need. ``progress`` gets ("merge_paths", merges done, merges)."""
     merges = [
         (sha, tuple(json.loads(parents)))
         for sha, parents in store.db.execute(
@@ -179,31 +180,73 @@ def fill(
             " ORDER BY c.commit_time DESC, u.sha"  # history order: neighbours share trees (`list_paths`)
         )
     ]
-    if not merges:
+
+    def stored(db: sqlite3.Connection, chunk: Sequence[tuple[str, tuple[str, ...]]], result: Any) -> None:
+        rows, unread = result
+        listed = [(sha,) for sha, _p in chunk if sha not in unread]
+        db.executemany("DELETE FROM merge_paths WHERE sha=?", listed)  # what a killed run left
+        db.executemany("INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)", rows)
+        db.executemany("DELETE FROM merges_unlisted WHERE sha=?", listed)
+
+    return _in_chunks(store, git_dir, merges, chunk_paths, stored, "merge_paths", cancel, progress)
+
+
+def fill(store: Store, git_dir: str, cancel: threading.Event | None = None, progress: Progress | None = None) -> int:
+    """Compute the blocks of every listed merge path that has none yet (incremental), after listing what an
+    interrupted run left unlisted; returns how many merges it diffed. In reader processes when there are many
+    (git/git: 84,653 rows of 21,215 merges, 275 s in one process), merges in history order (a merge's blob is
+    often the next one's parent blob), each chunk written as it comes back. ``progress`` gets ("merges",
+    merges done, merges) after each chunk."""
+    list_merges(store, git_dir, cancel)
+    if cancel is not None and cancel.is_set():
         return 0
-    chunks = [merges[i : i + CHUNK] for i in range(0, len(merges), CHUNK)]
+    by_merge: dict[str, list[tuple[int, str, str, str]]] = {}
+    for rowid, sha, parent, path in store.db.execute(
+        "SELECT m.rowid, m.sha, m.parent, m.path FROM merge_paths m JOIN commits c ON c.sha = m.sha"
+        " WHERE m.ops IS NULL ORDER BY c.commit_time DESC, m.sha, m.rowid"
+    ):
+        by_merge.setdefault(sha, []).append((rowid, sha, parent, path))
+
+    def stored(db: sqlite3.Connection, _chunk: Sequence[list[tuple[int, str, str, str]]], result: Any) -> None:
+        db.executemany("UPDATE merge_paths SET ops=? WHERE rowid=?", result)
+
+    return _in_chunks(store, git_dir, list(by_merge.values()), chunk_blocks, stored, "merges", cancel, progress)
+
+
+def _in_chunks(
+    store: Store,
+    git_dir: str,
+    items: Sequence[T],
+    work: Callable[[str, Sequence[T]], Any],
+    stored: Callable[[sqlite3.Connection, Sequence[T], Any], None],
+    phase: str,
+    cancel: threading.Event | None,
+    progress: Progress | None,
+) -> int:
+    """``work`` on :data:`CHUNK` items at a time (merges), in reader processes when there are many, each
+    chunk's result ``stored`` in a transaction of its own as it comes back, in order; stops at ``cancel``."""
+    if not items:
+        return 0
+    chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+    if progress is not None:
+        progress(phase, 0, len(items))
     n = workers()
     pool = None
-    if n > 1 and len(merges) >= PARALLEL_FROM:
+    if n > 1 and len(items) >= PARALLEL_FROM:
         pool = worker_pool(n)
-        results: Iterator[tuple[list[tuple[str, str, str, str]], list[str]]] = (
-            f.result() for f in [pool.submit(chunk_rows, git_dir, c) for c in chunks]
-        )
+        results: Iterator[Any] = (f.result() for f in [pool.submit(work, git_dir, c) for c in chunks])
     else:
-        results = (chunk_rows(git_dir, c) for c in chunks)
+        results = (work(git_dir, c) for c in chunks)
     done = 0
     try:
-        for chunk, (rows, unread) in zip(chunks, results, strict=False):
+        for chunk, result in zip(chunks, results, strict=False):
             if cancel is not None and cancel.is_set():
                 break
-            done += len(chunk)
-            listed = [(sha,) for sha, _p in chunk if sha not in unread]
             with store.transaction() as db:
-                db.executemany("DELETE FROM merge_paths WHERE sha=?", listed)  # what a killed run left
-                db.executemany("INSERT INTO merge_paths(sha, parent, path, ops) VALUES (?,?,?,?)", rows)
-                db.executemany("DELETE FROM merges_unlisted WHERE sha=?", listed)
+                stored(db, chunk, result)
+            done += len(chunk)
             if progress is not None:
-                progress("merges", done, len(merges))
+                progress(phase, done, len(items))
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -211,31 +254,41 @@ def fill(
     return done
 
 
-def chunk_rows(
-    git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]
-) -> tuple[list[tuple[str, str, str, str]], list[str]]:
-    """(merge, parent, path, encoded blocks) of each of ``merges`` (sha, parents), and the merges that could not
-    be read (a damaged repository: they stay unlisted, and exact history diffs them on the fly)."""
+def _repository(git_dir: str) -> tuple[pygit2.Repository, TreeDiffer]:
+    """This process's repository and tree cache, kept across the chunks it is given."""
     repo, trees = _opened.get(git_dir) or (None, None)
     if repo is None or trees is None:
         _opened.clear()
         repo = open_repository(git_dir)
         trees = TreeDiffer(repo)
         _opened[git_dir] = (repo, trees)
+    return repo, trees
+
+
+def chunk_paths(
+    git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(merge, parent, path) of each of ``merges`` (sha, parents), and the merges that could not be read (a
+    damaged repository: they stay unlisted, and exact history diffs them on the fly)."""
+    repo, trees = _repository(git_dir)
+    rows: list[tuple[str, str, str]] = []
+    unread: list[str] = []
+    for sha, parents in merges:
+        try:
+            rows += [(sha, parent, path) for parent, path in list_paths(repo, trees, sha, parents)]
+        except (KeyError, ValueError):
+            unread.append(sha)
+    return rows, unread
+
+
+def chunk_blocks(git_dir: str, merges: Sequence[list[tuple[int, str, str, str]]]) -> list[tuple[str, int]]:
+    """(encoded blocks, rowid) of each (rowid, merge, parent, path) of each merge's rows."""
+    repo, _trees = _repository(git_dir)
     # a merge's blob is often the next merge's parent blob: let libgit2 keep blobs (it caches none by default);
     # measured on Flask: 1.2-1.45 s of CPU instead of 1.8-1.9 s
     pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, BLOB_CACHE_LIMIT)
-    rows: list[tuple[str, str, str, str]] = []
-    unread: list[str] = []
     try:
-        for sha, parents in merges:
-            try:
-                paths = list_paths(repo, trees, sha, parents)
-            except (KeyError, ValueError):
-                unread.append(sha)
-                continue
-            rows += [(sha, parent, path, merge_blocks(repo, sha, parent, path)) for parent, path in paths]
-        return rows, unread
+        return [(merge_blocks(repo, sha, parent, path), rowid) for rows in merges for rowid, sha, parent, path in rows]
     finally:
         pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.BLOB, 0)
 

@@ -21,6 +21,7 @@ LOG_INTERVAL = 10.0  # seconds between plain lines when the output is not a term
 # uses index/progress.PHASES: "indexing history 1,000/1,522 commits", "embedding 512/4,635 files")
 LABELS = {
     "history": "Indexing history",
+    "merge_paths": "Listing merges",
     "merges": "Diffing merges",
     "symbols": "Attaching symbols",
     "texts": "Storing commit texts",
@@ -30,6 +31,7 @@ LABELS = {
 }
 UNITS = {
     "history": "commits",
+    "merge_paths": "merges",
     "merges": "merges",
     "symbols": "commits",
     "texts": "commits",

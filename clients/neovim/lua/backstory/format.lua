@@ -489,6 +489,7 @@ end
 
 local PHASES = {
   history = { "indexing history", "commits" },
+  merge_paths = { "listing merges", "merges" },
   merges = { "diffing merges", "merges" },
   symbols = { "attaching symbols", "commits" },
   texts = { "storing commit texts", "commits" },
