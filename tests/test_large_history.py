@@ -387,8 +387,8 @@ def test_search_answers_while_symbols_wait_and_the_next_run_finishes(
 ) -> None:
     """Stopped when the symbols phase starts: keyword search already covers every commit (staged ones
     included), merges are listed, status and freshness say how many changes wait for symbols, and that the
-    message lane's own index, the commits' analysed texts and the merges' diffs come after them; the next run does those phases in
-    that order and the index is then the one-pass index."""
+    message lane's own index, the commits' analysed texts and the merges' diffs come after them; the next run
+    does those phases in that order and the index is then the one-pass index."""
     cancel = threading.Event()
     phases: list[str] = []
 
