@@ -1,6 +1,6 @@
-"""Which source paths each merge changes against each parent, and the change blocks: listed and stored after
-the keyword lanes (the last phase before embeddings), so exact symbol history carries line ranges through
-merges with SQLite lookups instead of diffs.
+"""Which source paths each merge changes against each parent, and the change blocks: the paths listed right
+after the keyword lanes (:func:`list_merges`), the blocks in the last phase before embeddings (:func:`fill`),
+so exact symbol history carries line ranges through merges with SQLite lookups instead of diffs.
 
 ``git log -L`` maps a range through a merge by diffing the file against every parent (the first parent that
 did not touch the range takes it alone). Diffing at query time cost 1 s for a file whose history crosses a

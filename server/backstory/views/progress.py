@@ -1,7 +1,7 @@
 """Indexing progress on a terminal (one redrawn line per phase) or in a log (plain lines now and then).
 
 The indexing job calls ``progress(phase, done, total)``; a phase's first call may come after work was already
-done (the merges phase reports after its first chunk), so rates are measured from the first call seen, and
+done (a phase resumed by a later run starts from what was stored), so rates are measured from the first call seen, and
 neither a rate nor an ETA is shown before there is something to measure them on.
 """
 
