@@ -13,6 +13,7 @@ import pytest
 from backstory.evaluation.scale import (
     PeakRss,
     json_report,
+    milestones,
     phase_cpu,
     phase_peaks,
     select_cuts,
@@ -75,8 +76,16 @@ def test_the_index_report_is_the_last_json_line_and_the_table_lines_up() -> None
     }  # fmt: skip
     lines = table({"20000": row, "all": {**row, "commits": 81966}}).splitlines()
     assert len(lines) == 3 and len({len(line) for line in lines}) == 1
-    assert lines[1].split() == ["20000", "19,790", "27", "10.0", "184.0", "18.4", "233", "23.3", "-", "900/600/300",
-                                "144", "5.4", "6.5", "12.5/18.1"]  # fmt: skip
+    assert lines[1].split() == ["20000", "19,790", "27", "10.0", "184.0", "18.4", "-", "-", "233", "23.3", "-",
+                                "900/600/300", "144", "5.4", "6.5", "12.5/18.1"]  # fmt: skip
+
+
+def test_milestones_add_up_the_phases_until_the_symbols() -> None:
+    phases = {"history": 88.6, "merge_paths": 7.1, "symbols": 209.5, "texts": 16.1, "merges": 45.4}
+    assert milestones({"phase_seconds": phases}) == {"keyword_lanes_s": 88.6, "symbols_s": 305.2}
+    # a short run has no symbols phase of its own (its readers attach them): nothing to report, not a guess
+    assert milestones({"phase_seconds": {"history": 3.0, "merges": 0.5}}) == {"keyword_lanes_s": 3.0, "symbols_s": None}
+    assert milestones({}) == {"keyword_lanes_s": None, "symbols_s": None}
 
 
 def test_phase_cpu_splits_the_series_at_the_reported_phases() -> None:

@@ -1,12 +1,15 @@
 """Large-history figures (issue #23): ``python -m backstory.evaluation.scale SRC --cuts 5000,20000,all
---workdir DIR [--dense] [--runs N] [--queries N] [--out FILE] [--plot PNG]``.
+--workdir DIR [--dense] [--runs N] [--queries N] [--out FILE] [--plot PNG]``; ``--replot REPORT --plot PNG`` draws a
+saved report again.
 
 Each cut is the Nth commit of ``git rev-list --reverse --date-order HEAD`` in SRC, fetched alone into its own
 repository under DIR (reused when present), so its ``.git`` holds that history only. Per cut, in one run on one
 machine: commits, ``.git`` size, ``git log -p --no-merges`` (the reference), ``backstory index --no-dense``
 run as a subprocess (wall, CPU of the process tree, peak RSS sampled from /proc), the optional dense phase, the
 seconds until a query started beside a fresh index first finds a commit, keyword query latency, and index
-size per component and per catalogue table. Prints a table, writes JSON and a PNG. Nothing here asserts.
+size per component and per catalogue table; the seconds until the keyword lanes and the symbols are complete
+come from the phases the index run reports (:func:`milestones`). Prints a table, writes JSON and a PNG.
+Nothing here asserts.
 """
 
 from __future__ import annotations
@@ -352,12 +355,32 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def milestones(index: dict[str, Any]) -> dict[str, float | None]:
+    """Seconds from the start until the keyword lanes and the symbols are complete: the issue's two time targets.
+    The phases run one after another in the order the report lists them, so the symbols are complete at the sum
+    of the phases up to theirs; None when the run reported no such phase (an empty history, an older report)."""
+    phases: dict[str, float] = index.get("phase_seconds", {})
+    out: dict[str, float | None] = {"keyword_lanes_s": phases.get("history"), "symbols_s": None}
+    elapsed = 0.0
+    for name, seconds in phases.items():
+        elapsed += seconds
+        if name == "symbols":
+            out["symbols_s"] = round(elapsed, 1)
+    return out
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 COLUMNS: list[tuple[str, Any]] = [
     ("commits", lambda r: f"{r['commits']:,}"),
     (".git MB", lambda r: f"{r['git_dir_mb']:.0f}"),
     ("git log -p s", lambda r: f"{r['git_log_p_s']:.1f}"),
     ("index s", lambda r: f"{r['index']['wall_s']:.1f}"),
     ("x git log", lambda r: f"{r['index_ratio_to_git_log'] or 0:.1f}"),
+    ("keyword s", lambda r: _seconds(milestones(r["index"])["keyword_lanes_s"])),
+    ("symbols s", lambda r: _seconds(milestones(r["index"])["symbols_s"])),
     ("CPU s", lambda r: f"{r['index']['cpu_s']:.0f}"),
     ("CPU x git log", lambda r: f"{r.get('index_cpu_ratio_to_git_log') or 0:.1f}"),
     ("dense s", lambda r: f"{r['dense']['wall_s']:.1f}" if "dense" in r else "-"),
@@ -388,6 +411,8 @@ def plot(report: dict[str, Any], out: Path) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     panels: list[tuple[str, dict[str, list[Any]]]] = [
         ("seconds", {"backstory index --no-dense": [i["wall_s"] for i in ix],
+                     "… symbols complete": [milestones(i)["symbols_s"] for i in ix],
+                     "… keyword lanes complete": [milestones(i)["keyword_lanes_s"] for i in ix],
                      "git log -p --no-merges": [r["git_log_p_s"] for r in rows]}),
         ("peak memory of the indexer, MB", {"RSS, process tree": [i["peak_rss_sum_mb"] for i in ix],
                                             "PSS, process tree": [i["peak_pss_sum_mb"] for i in ix],
@@ -412,9 +437,9 @@ def plot(report: dict[str, Any], out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.scale")
-    ap.add_argument("src", help="source repository (cuts are fetched from it; it is not modified)")
+    ap.add_argument("src", nargs="?", help="source repository (cuts are fetched from it; it is not modified)")
     ap.add_argument("--cuts", default="5000,20000,40000,all", help="commit counts, comma-separated; 'all' = HEAD")
-    ap.add_argument("--workdir", required=True, help="where the cut repositories and their indexes go")
+    ap.add_argument("--workdir", help="where the cut repositories and their indexes go (required to measure)")
     ap.add_argument("--dense", action="store_true", help="also time the embedding phase (a separate step)")
     ap.add_argument("--runs", type=int, default=3, help=f"git log -p runs (1 when one takes > {LONG_GIT_LOG_S:.0f} s)")
     ap.add_argument("--queries", type=int, default=20)
@@ -422,7 +447,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", help="the history's name in the plot's title (default: SRC's folder name)")
     ap.add_argument("--out", help="write the JSON report here")
     ap.add_argument("--plot", help="draw the PNG here")
+    ap.add_argument("--replot", metavar="REPORT", help="measure nothing: print the table of a report written by --out "
+                    "and draw its plot (--plot), e.g. after the plot's panels changed")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.replot:
+        saved = json.loads(Path(args.replot).read_text())
+        print(table(saved["cuts"]), file=sys.stderr)
+        if args.plot:
+            plot(saved, Path(args.plot))
+        return 0
+    if not args.src or not args.workdir:
+        ap.error("give the source repository and --workdir (or --replot REPORT)")
     src, work = Path(args.src).resolve(), Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     revs = _git(src, "rev-list", "--reverse", "--date-order", "HEAD").splitlines()
