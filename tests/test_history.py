@@ -342,6 +342,8 @@ def test_symbol_attribution_equals_fresh_parses_of_every_version(repo: GitRepo, 
         if n_workers == "1":  # the incremental paths ran (the workers' caches are in other processes)
             stats = reading(r).versions.stats
             assert stats["carried"] > 20 and stats["kept"] > stats["matched"], stats
+            # the side branch's last versions (the merge's follow them) derived from the path's version read last
+            assert stats["sibling"] > 0, stats
 
 
 def test_read_commits_cross_the_pipe_whole(repo: GitRepo) -> None:

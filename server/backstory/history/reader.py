@@ -17,7 +17,7 @@ from .. import symbols
 from ..symbols.extract import Row
 from ..symbols.versions import VersionCache
 from . import libgit
-from .diff import diff_hunks
+from .diff import diff_hunks, diff_ops
 from .model import CommitDiff, CommitInfo, FileDiff, SymbolRef
 from .policy import PathPolicy
 from .renames import detect_renames
@@ -140,6 +140,25 @@ def _rows(store: Reading, key: tuple[bytes | None, str], data: bytes) -> list[Ro
     return store.versions.rows(key, data, key[1])
 
 
+def _from_sibling(versions: VersionCache, path: str, key: tuple[bytes | None, str], source: bytes) -> None:
+    """Derive a version no commit read before leads to (a topic branch's last version of a file, which the
+    merge's version follows) from the path's version read last, diffed on the fly, rather than parse it from
+    scratch (`VersionCache.sibling`); nothing when it is known, no other version is kept, or the two differ in
+    more than half of its lines (a re-parse of most of the file costs what a fresh parse does)."""
+    if versions.knows(key):
+        return
+    base = versions.sibling(path, key[1])
+    if base is None:
+        return
+    base_key, base_source = base
+    blocks = [(a, n, b, m) for a, n, b, m, _ops in diff_ops(source, base_source)]
+    if 2 * sum(n for _a, n, _b, _m in blocks) > source.count(b"\n") + 1:
+        versions.stats["sibling_too_far"] += 1
+        return
+    versions.stats["sibling"] += 1
+    versions.derive(base_key, key, source, blocks)
+
+
 def _touching(rows: list[Row], lines: list[int], seen: dict[tuple[str, str], SymbolRef]) -> None:
     """Add to ``seen`` every definition containing one of ``lines`` (ascending, as hunks list them), in
     canonical order: what `symbols.definitions_touching` gives, on rows, stopping at the last line."""
@@ -166,12 +185,16 @@ def _attribute_symbols(
     versions = store.versions
     new_key = (new[0], language)
     old_key = (old[0], language)
+    if new[0] is not None and new[1]:
+        _from_sibling(versions, fd.path, new_key, new[1])
     new_defs = _rows(store, new_key, new[1]) if new[0] is not None and new[1] else []
+    versions.note(fd.path, new_key)
     if old[0] is not None and new[0] is not None and old[1]:
         # the old version is the new version of the next commit (in walk order) that changed this file
         versions.derive(
             new_key, old_key, old[1], [(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in fd.hunks]
         )
+        versions.note(fd.old_path, old_key)
     # the pre-image only matters for removed lines: pure additions need no definitions of it
     needs_old = old[0] is not None and bool(old[1]) and any(h.removed_lines for h in fd.hunks)
     old_defs = _rows(store, old_key, old[1]) if needs_old else []

@@ -6,6 +6,12 @@ where the text changed (`Tree.edit`), which re-lexes only around the changed lin
 The old version is usually the *new* version of the next commit that touched the file, so its definitions are
 wanted soon after; that is why `VersionCache.derive` runs even when the current diff only adds lines.
 
+Not every version is an older version of one read before: on a topic branch, the last version of a file is
+followed by the merge's, which the walk reads for no symbols (git/git: about one version a commit). Such a
+version can be derived from the path's version read last (`sibling`: the caller diffs the two on the fly, as
+`history.reader` does) instead of being parsed from scratch: on git/git's commits that cut the symbols readers'
+CPU by 11-30 % over 2,000 commits at three depths, every derived version's definitions the fresh parse's.
+
 The result is the same as a fresh parse (every edit is checked against the bytes before it is used, and a
 re-parse that meets a syntax error is redone from scratch unless each error lies in a span that was made to
 be re-parsed, see `reparse`); the cache is an optimisation only.
@@ -180,6 +186,7 @@ class VersionCache:
         self._tree_size = trees
         self._defs: OrderedDict[Hashable, list[Row] | None] = OrderedDict()
         self._trees: OrderedDict[Hashable, Parsed] = OrderedDict()
+        self._latest: OrderedDict[str, Hashable] = OrderedDict()  # path -> the key of its version read last
         self._tree_bytes = 0  # source bytes of the kept trees
         self.stats: Counter[str] = Counter()
         self.carry = True  # carry definitions over between versions (off: match every version in full)
@@ -188,6 +195,28 @@ class VersionCache:
         """What `extract_definitions(source, language)` returns, computed at most once per key while cached."""
         found = self.rows(key, source, language)
         return None if found is None else to_definitions(found)
+
+    def knows(self, key: Hashable) -> bool:
+        """Whether ``key``'s definitions come without a parse from scratch (known, or its tree kept)."""
+        return key in self._defs or key in self._trees
+
+    def note(self, path: str, key: Hashable) -> None:
+        """``key`` is the version of ``path`` read last (nothing when its tree is not kept): :meth:`sibling`'s
+        base for the path's next unknown version."""
+        if key in self._trees:
+            self._latest[path] = key
+            self._latest.move_to_end(path)
+            if len(self._latest) > 4 * self._tree_size:  # paths whose trees are long gone
+                self._latest.popitem(last=False)
+
+    def sibling(self, path: str, language: str) -> tuple[Hashable, bytes] | None:
+        """(key, source) of the version of ``path`` read last, when its tree (parsed as ``language``) is kept: a
+        base to :meth:`derive` another version of the path from, given the diff between the two."""
+        key = self._latest.get(path)
+        parsed = None if key is None else self._trees.get(key)
+        if parsed is None or parsed.requested != language:
+            return None
+        return key, parsed.source
 
     def rows(self, key: Hashable, source: bytes, language: str) -> list[Row] | None:
         """`definitions` as `extract.Row` tuples (what the history reader uses: no objects per definition)."""
