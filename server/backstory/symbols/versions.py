@@ -43,7 +43,11 @@ DEFINITIONS = 512  # definition lists kept (small: names and line numbers)
 TREES = 256  # parse trees kept (about 100 bytes per source line): enough for the files a stretch of history edits
 # ... and at most this much source among them: a tree takes ~25 times its source's size (git/git's C files run
 # to 200 KB). Over 2,000 git/git commits from the 40,000th newest, one reader peaked at 403 / 353 / 307 / 281 MB
-# with 16 / 4 / 2 / 1 MB of source kept, for 26.7 / 27.0 / 27.8 / 28.4 s of CPU (more versions parsed afresh)
+# with 16 / 4 / 2 / 1 MB of source kept, for 26.7 / 27.0 / 27.8 / 28.4 s of CPU (more versions parsed afresh).
+# Since versions are also derived from a sibling (`sibling`), more kept trees save more: over 2,000 commits from
+# the 20,000th newest, 10.5 / 8.6 / 7.8 s of CPU with 2 / 4 / 8 MB (a reader's peak 248 / 278 / 334 MB). On the
+# whole of git/git, 4 MB took the symbols phase 143 → 134 s but the indexer's peak 865 → 976 MB (summed over its
+# processes; the target is 1 GB), so the bound stays at 2 MB
 TREE_SOURCE_BYTES = 2 << 20
 GAP = 2048  # re-matched spans closer than this are matched as one (fewer query runs, same result)
 
