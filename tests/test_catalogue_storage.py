@@ -196,3 +196,38 @@ def test_a_merge_left_unlisted_and_then_rewritten_away_leaves_no_row(repo: GitRe
     index_repository(repo.path)
     assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM commits WHERE is_merge=1").fetchone()[0] == 0
+
+
+def test_a_merge_that_cannot_be_read_stays_unlisted_until_it_can(repo: GitRepo) -> None:
+    """A damaged repository: an object only the merge has (its `src` tree) is missing. The run indexes the
+    rest, says so, and keeps the merge unlisted (exact history diffs it on the fly, when it can) instead of
+    recording it as a merge with nothing to list; once the object is back, the next run lists it."""
+    code = "def a():\n    return {}\n\n\ndef b():\n    return {}\n"
+    repo.commit("Add code", {"src/app.py": code.format(1, 2)})
+    repo.git("checkout", "-q", "-b", "side")
+    repo.commit("Side: a returns 10", {"src/app.py": code.format(10, 2)})
+    repo.git("checkout", "-q", "main")
+    repo.commit("Main: b returns 20", {"src/app.py": code.format(1, 20)})
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
+    merge, parents = repo.head(), repo.git("rev-parse", "HEAD^1", "HEAD^2").split()
+    tree = repo.git("rev-parse", "HEAD:src").strip()  # a returns 10 and b returns 20 in no parent
+    loose = repo.path / ".git" / "objects" / tree[:2] / tree[2:]
+    away = loose.with_name(loose.name + ".away")
+    loose.rename(away)
+    proc = subprocess.run(
+        [sys.executable, "-m", "backstory", "index", "--no-dense", str(repo.path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "1 merge could not be read from git" in proc.stderr and "git fsck" in proc.stderr, proc.stderr
+    db = store_for(open_repo(repo.path)).db
+    assert [tuple(r) for r in db.execute("SELECT sha FROM merges_unlisted")] == [(merge,)]
+    assert db.execute("SELECT COUNT(*) FROM merge_paths WHERE sha=?", (merge,)).fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND is_merge=0").fetchone()[0] == 5
+    away.rename(loose)
+    assert index_repository(repo.path).unreadable_merges == 0
+    assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 0
+    rows = db.execute("SELECT parent, path, ops IS NOT NULL FROM merge_paths WHERE sha=? ORDER BY rowid", (merge,))
+    assert [tuple(r) for r in rows] == [(parents[0], "src/app.py", 1), (parents[1], "src/app.py", 1)]

@@ -355,6 +355,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     print(done + (f" ({', '.join(split)})" if len(split) > 1 else ""))
     if report.cancelled:
         print("stopped before the end: run `backstory index` again to go on", file=sys.stderr)
+    if report.unreadable_merges:
+        print(
+            f"{_plural(report.unreadable_merges, 'merge')} could not be read from git (a missing object: `git fsck`"
+            " says which); exact history through them diffs them when it can, and every `backstory index` tries again",
+            file=sys.stderr,
+        )
     if report.skipped:
         skipped = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in sorted(report.skipped.items()))
         print(f"skipped files: {skipped} (left out on purpose; see `backstory status`)")

@@ -106,6 +106,9 @@ class IndexReport:
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     cancelled: bool = False
+    #: merges git could not read (a missing object): left unlisted, so every run tries them again, and exact
+    #: history through them diffs them on the fly when it can
+    unreadable_merges: int = 0
 
 
 def _main_store(repo: Repo, store: Store) -> Store | None:
@@ -243,6 +246,8 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             # then): last, so that the lanes and their symbols are complete first
             merge_diffs.fill(store, repo.controldir(), cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
+            if not report.cancelled:  # `fill` lists every merge it can read first
+                report.unreadable_merges = Catalog.of(store).unlisted_merges()
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)

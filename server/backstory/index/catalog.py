@@ -175,9 +175,12 @@ class Catalog:
 
     def pending_merge_diffs(self) -> int:
         """Merges whose paths or diffs against their parents are not stored yet (`merge_diffs`)."""
-        unlisted = self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0]
         undiffed = self._db.execute("SELECT COUNT(DISTINCT sha) FROM merge_paths WHERE ops IS NULL").fetchone()[0]
-        return int(unlisted) + int(undiffed)
+        return self.unlisted_merges() + int(undiffed)
+
+    def unlisted_merges(self) -> int:
+        """Merges whose paths are not listed yet; after a complete merges phase, those git could not read."""
+        return int(self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0])
 
     def pending_symbol_files(self) -> int:
         """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""
