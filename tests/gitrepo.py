@@ -203,3 +203,22 @@ def kill_dense_phase(path: Path, after_units: int) -> int:
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the dense phase finished before it could be killed"
     return int(done)
+
+
+def merge_missing_a_tree(repo: GitRepo) -> tuple[str, list[str], Path, Path]:
+    """A merge git cannot read: ``src/app.py`` edited on two branches and merged, then the merge's ``src`` tree
+    (in no parent: it holds both edits) moved out of the object store. Returns the merge, its parents, the
+    object's path and where it went (rename it back to repair the repository)."""
+    code = "def a():\n    return {}\n\n\ndef b():\n    return {}\n"
+    repo.commit("Add code", {"src/app.py": code.format(1, 2)})
+    repo.git("checkout", "-q", "-b", "side")
+    repo.commit("Side: a returns 10", {"src/app.py": code.format(10, 2)})
+    repo.git("checkout", "-q", "main")
+    repo.commit("Main: b returns 20", {"src/app.py": code.format(1, 20)})
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
+    merge, parents = repo.head(), repo.git("rev-parse", "HEAD^1", "HEAD^2").split()
+    tree = repo.git("rev-parse", "HEAD:src").strip()
+    loose = repo.path / ".git" / "objects" / tree[:2] / tree[2:]
+    away = loose.with_name(loose.name + ".away")
+    loose.rename(away)
+    return merge, parents, loose, away

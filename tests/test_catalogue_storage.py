@@ -19,7 +19,7 @@ from backstory.index.build import index_repository
 from backstory.index.relations import patch_ids
 from backstory.index.store import PAGE_SIZE, pack_excerpts, store_for, unpack_excerpts
 from backstory.search.engine import Engine
-from gitrepo import GitRepo
+from gitrepo import GitRepo, merge_missing_a_tree
 
 pytestmark = pytest.mark.timeout(120)  # a deadlock fails here, not at the suite's 300 s
 
@@ -202,18 +202,7 @@ def test_a_merge_that_cannot_be_read_stays_unlisted_until_it_can(repo: GitRepo) 
     """A damaged repository: an object only the merge has (its `src` tree) is missing. The run indexes the
     rest, says so, and keeps the merge unlisted (exact history diffs it on the fly, when it can) instead of
     recording it as a merge with nothing to list; once the object is back, the next run lists it."""
-    code = "def a():\n    return {}\n\n\ndef b():\n    return {}\n"
-    repo.commit("Add code", {"src/app.py": code.format(1, 2)})
-    repo.git("checkout", "-q", "-b", "side")
-    repo.commit("Side: a returns 10", {"src/app.py": code.format(10, 2)})
-    repo.git("checkout", "-q", "main")
-    repo.commit("Main: b returns 20", {"src/app.py": code.format(1, 20)})
-    repo.git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
-    merge, parents = repo.head(), repo.git("rev-parse", "HEAD^1", "HEAD^2").split()
-    tree = repo.git("rev-parse", "HEAD:src").strip()  # a returns 10 and b returns 20 in no parent
-    loose = repo.path / ".git" / "objects" / tree[:2] / tree[2:]
-    away = loose.with_name(loose.name + ".away")
-    loose.rename(away)
+    merge, parents, loose, away = merge_missing_a_tree(repo)
     proc = subprocess.run(
         [sys.executable, "-m", "backstory", "index", "--no-dense", str(repo.path)],
         capture_output=True,

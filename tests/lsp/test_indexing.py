@@ -17,7 +17,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient as PlainClient
 
 from backstory.lsp.constants import PROGRESS_TITLE, STATUS_NOTIFICATION
-from gitrepo import GitRepo, build_sample, fast_history
+from gitrepo import GitRepo, build_sample, fast_history, merge_missing_a_tree
 
 from .conftest import CLIENTS, SERVER, BackstoryClient, Sample, cmd, initialize_params, until, wait_ready
 
@@ -126,6 +126,33 @@ async def test_outdated_index_is_rebuilt_by_the_indexing_child(tmp_path: Path) -
     data = json.loads(manifest.read_text())
     data["schema_version"] = 1  # as if written by an old version
     manifest.write_text(json.dumps(data))
+    client, messages = await _serve(root)
+    try:
+        status = await wait_ready(client)
+        assert status["index"]["indexed_commits"] == 30
+        assert any("rebuilding the index" in m for m in messages)
+        assert json.loads(manifest.read_text())["schema_version"] != 1
+    finally:
+        await _stop(client)
+
+
+async def test_a_merge_git_cannot_read_is_said_once_and_the_rest_is_indexed(tmp_path: Path) -> None:
+    """A damaged repository (an object only a merge has is missing): the server indexes the rest and says why
+    symbol history through that merge is partial, as `backstory index` does."""
+    repo = GitRepo(tmp_path / "damaged")
+    merge_missing_a_tree(repo)
+    client, messages = await _serve(repo.path)
+    try:
+        status = await wait_ready(client)
+        assert status["index"]["indexed_commits"] == 4, status
+        said = [m for m in messages if "could not be read from git" in m]
+        assert len(said) == 1 and "1 merge(s)" in said[0] and "git fsck" in said[0], messages
+    finally:
+        await _stop(client)
+
+
+async def _serve(root: Path) -> tuple[PlainClient, list[str]]:
+    """A server on ``root`` without the dense phase, and the messages it shows."""
     client = PlainClient("test", "1")
     messages: list[str] = []
     client.feature(types.WINDOW_SHOW_MESSAGE)(lambda p: messages.append(p.message))
@@ -137,12 +164,10 @@ async def test_outdated_index_is_rebuilt_by_the_indexing_child(tmp_path: Path) -
         )
     )
     client.initialized(types.InitializedParams())
-    try:
-        status = await wait_ready(client)
-        assert status["index"]["indexed_commits"] == 30
-        assert any("rebuilding the index" in m for m in messages)
-        assert json.loads(manifest.read_text())["schema_version"] != 1
-    finally:
-        await client.shutdown_async(None)
-        client.exit(None)
-        await asyncio.wait_for(client.stop(), 30)
+    return client, messages
+
+
+async def _stop(client: PlainClient) -> None:
+    await client.shutdown_async(None)
+    client.exit(None)
+    await asyncio.wait_for(client.stop(), 30)

@@ -111,6 +111,11 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
             report, dense_note = await asyncio.to_thread(build, True)
         if dense_note:
             log.info("dense phase skipped: %s", dense_note)
+        if report.unreadable_merges:  # a damaged repository: said once, as `backstory index` says it
+            ls.report_once(
+                f"Backstory: {report.unreadable_merges} merge(s) could not be read from git (a missing object: "
+                "`git fsck` says which); symbol history through them stays partial until they can"
+            )
         message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
         state.status = {"state": "ready", "message": message}
     except IndexBusy as e:
