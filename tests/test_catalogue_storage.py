@@ -18,6 +18,7 @@ from backstory.history.repo import open_repo
 from backstory.index.build import index_repository
 from backstory.index.relations import patch_ids
 from backstory.index.store import PAGE_SIZE, pack_excerpts, store_for, unpack_excerpts
+from backstory.search import health
 from backstory.search.engine import Engine
 from gitrepo import GitRepo, merge_missing_a_tree
 
@@ -215,8 +216,15 @@ def test_a_merge_that_cannot_be_read_stays_unlisted_until_it_can(repo: GitRepo) 
     assert [tuple(r) for r in db.execute("SELECT sha FROM merges_unlisted")] == [(merge,)]
     assert db.execute("SELECT COUNT(*) FROM merge_paths WHERE sha=?", (merge,)).fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND is_merge=0").fetchone()[0] == 5
+    said = health.status(Engine(repo.path), thorough=False)
+    assert said["pending"]["merges"] == said["pending"]["unreadable_merges"] == 1, said["pending"]
+    assert "merge" not in said["next"], said["next"]  # another run cannot diff it: not offered as a step
+    alone = {"index": {"head": merge}, "pending": {"merges": 1, "unreadable_merges": 1, "dense": 0}}
+    assert health.next_step(alone).startswith("repair the repository: git could not read 1 merge(s)")
     away.rename(loose)
     assert index_repository(repo.path).unreadable_merges == 0
+    said = health.status(Engine(repo.path), thorough=False)
+    assert said["pending"]["merges"] == said["pending"]["unreadable_merges"] == 0, said["pending"]
     assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 0
     rows = db.execute("SELECT parent, path, ops IS NOT NULL FROM merge_paths WHERE sha=? ORDER BY rowid", (merge,))
     assert [tuple(r) for r in rows] == [(parents[0], "src/app.py", 1), (parents[1], "src/app.py", 1)]

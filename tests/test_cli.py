@@ -496,6 +496,7 @@ def test_status_is_human_readable_and_json_has_the_same_facts(indexed) -> None:
         "history": 0,
         "interrupted": 0,
         "merges": 0,
+        "unreadable_merges": 0,
         "symbols": 0,
         "texts": 0,
         "message_index": 0,

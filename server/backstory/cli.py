@@ -358,7 +358,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if report.unreadable_merges:
         print(
             f"{_plural(report.unreadable_merges, 'merge')} could not be read from git (a missing object: `git fsck`"
-            " says which); exact history through them diffs them when it can, and every `backstory index` tries again",
+            " says which); exact history diffs such merges when it can, and every `backstory index` tries again",
             file=sys.stderr,
         )
     if report.skipped:

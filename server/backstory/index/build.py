@@ -26,7 +26,7 @@ from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import commit_terms, integrity, memory, merge_diffs, message_index, relations, symbols_phase, texts_phase
-from .catalog import Catalog
+from .catalog import UNREADABLE_MERGES, Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .parallel import read_all
 from .prepare import first_uids, hunk_docs, prepared
@@ -251,6 +251,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
+                store.set_state(db, UNREADABLE_MERGES, str(report.unreadable_merges))  # for `status`
             store.set_state(db, "indexed_at", now_iso())
     finally:
         writer.wait_merging_threads()

@@ -61,6 +61,10 @@ def _chunks(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
         yield chunk, ",".join("?" * len(chunk))
 
 
+#: the state key holding how many merges the last complete run could not read (`build`, `unreadable_merges`)
+UNREADABLE_MERGES = "unreadable_merges"
+
+
 class Catalog:
     """Read access to one index's catalogue; ``connect`` returns the store's (lazily opened) connection."""
 
@@ -181,6 +185,12 @@ class Catalog:
     def unlisted_merges(self) -> int:
         """Merges whose paths are not listed yet; after a complete merges phase, those git could not read."""
         return int(self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0])
+
+    def unreadable_merges(self) -> int:
+        """Merges the last complete run could not read from git (a missing object), as far as they are still
+        unlisted (a later run that read them lists them)."""
+        row = self._db.execute("SELECT value FROM state WHERE key=?", (UNREADABLE_MERGES,)).fetchone()
+        return min(int(row[0]), self.unlisted_merges()) if row else 0
 
     def pending_symbol_files(self) -> int:
         """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""

@@ -78,6 +78,7 @@ def status(engine: Engine, thorough: bool = True) -> dict[str, Any]:
                 "history": (behind or 0) if behind is not None else None,
                 "interrupted": catalog.pending_commits(),
                 "merges": catalog.pending_merge_diffs(),
+                "unreadable_merges": catalog.unreadable_merges(),
                 "symbols": catalog.pending_symbol_files(),
                 "texts": catalog.pending_commit_texts(),
                 "message_index": 0 if m.get("options", {}).get("no_messages") else message_index.pending(engine.store),
@@ -115,10 +116,16 @@ def next_step(status: dict[str, Any]) -> str:
         todo.append(f"index the messages of {pending['message_index']:,} commit(s) one by one (faster searches)")
     if pending.get("texts"):
         todo.append(f"store or check the analysed text of {pending['texts']:,} commit(s) (faster searches)")
-    if pending.get("merges"):
-        todo.append(f"diff {pending['merges']:,} merge(s)")
+    unreadable = pending.get("unreadable_merges") or 0
+    if (pending.get("merges") or 0) > unreadable:
+        todo.append(f"diff {pending['merges'] - unreadable:,} merge(s)")
     if pending.get("dense"):
         todo.append(f"embed {pending['dense']:,} file change(s)")
     if todo:
         return "run `backstory index` to " + " and ".join(todo)
+    if unreadable:
+        return (
+            f"repair the repository: git could not read {unreadable:,} merge(s) (a missing object: `git fsck` says"
+            " which); the next `backstory index` lists them"
+        )
     return "nothing: the index is up to date with HEAD"

@@ -338,7 +338,14 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
                 ("commit texts", f"{pending['texts']:,} commits' texts to store or check (searches are slower)")
             )
         if pending.get("merges"):
-            rows.append(("merge diffs", f"{pending['merges']:,} merges not diffed yet (exact history)"))
+            unreadable = pending.get("unreadable_merges") or 0
+            rows.append(
+                (
+                    "merge diffs",
+                    f"{pending['merges']:,} merges not diffed yet (exact history)"
+                    + (f", {unreadable:,} of them unreadable in git" if unreadable else ""),
+                )
+            )
         units = status.get("files", 0)
         embedded = status.get("embedded_files", units - pending.get("dense", 0))
         emb = f"{embedded:,} of {units:,} file changes ({embedded / units:.0%})" if units else "nothing to embed"
