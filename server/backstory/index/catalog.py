@@ -190,7 +190,8 @@ class Catalog:
         """Merges the last complete run could not read from git (a missing object), as far as they are still
         unlisted (a later run that read them lists them)."""
         row = self._db.execute("SELECT value FROM state WHERE key=?", (UNREADABLE_MERGES,)).fetchone()
-        return min(int(row[0]), self.unlisted_merges()) if row else 0
+        counted = int(row[0]) if row and str(row[0]).isdigit() else 0
+        return min(counted, self.unlisted_merges()) if counted else 0
 
     def pending_symbol_files(self) -> int:
         """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""

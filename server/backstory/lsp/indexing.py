@@ -114,7 +114,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         if report.unreadable_merges:  # a damaged repository: said once, as `backstory index` says it
             ls.report_once(
                 f"Backstory: {report.unreadable_merges} merge(s) could not be read from git (a missing object: "
-                "`git fsck` says which); symbol history through them stays partial until they can"
+                "`git fsck` says which); symbol history through them stays partial until git can read them"
             )
         message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
         state.status = {"state": "ready", "message": message}
