@@ -228,3 +228,20 @@ def test_a_merge_that_cannot_be_read_stays_unlisted_until_it_can(repo: GitRepo) 
     assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 0
     rows = db.execute("SELECT parent, path, ops IS NOT NULL FROM merge_paths WHERE sha=? ORDER BY rowid", (merge,))
     assert [tuple(r) for r in rows] == [(parents[0], "src/app.py", 1), (parents[1], "src/app.py", 1)]
+
+
+def test_an_unreadable_merge_rewritten_away_is_no_longer_counted(repo: GitRepo) -> None:
+    """The count `status` gives is of the merges recorded as unreadable that are still unlisted: after the
+    damaged merge is rewritten away and a run that wrote a new (readable) merge is stopped before the merges
+    phase, that new merge waits to be listed and nothing is unreadable."""
+    _merge, parents, _loose, _away = merge_missing_a_tree(repo)
+    assert index_repository(repo.path).unreadable_merges == 1
+    repo.git("reset", "-q", "--hard", parents[0])
+    repo.git("checkout", "-q", "-b", "other")
+    repo.commit("Other edit", {"b.txt": "other\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge other", "other")
+    cancel = threading.Event()
+    index_repository(repo.path, progress=lambda phase, _d, _t: phase != "history" and cancel.set(), cancel=cancel)
+    pending = health.status(Engine(repo.path), thorough=False)["pending"]
+    assert (pending["merges"], pending["unreadable_merges"]) == (1, 0), pending

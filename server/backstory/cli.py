@@ -313,6 +313,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .index.build import BuildOptions
     from .index.job import run_index
     from .views.progress import ProgressView, seconds_text
+    from .views.text import unreadable_merges_note
 
     view = ProgressView(sys.stderr, quiet=args.quiet)
     opts = BuildOptions(no_messages=args.no_messages, symbols=not args.no_symbols, max_file_bytes=args.max_file_bytes)
@@ -356,11 +357,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if report.cancelled:
         print("stopped before the end: run `backstory index` again to go on", file=sys.stderr)
     if report.unreadable_merges:
-        print(
-            f"{_plural(report.unreadable_merges, 'merge')} could not be read from git (a missing object: `git fsck`"
-            " says which); exact history diffs such merges when it can, and every `backstory index` tries again",
-            file=sys.stderr,
-        )
+        print(unreadable_merges_note(report.unreadable_merges), file=sys.stderr)
     if report.skipped:
         skipped = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in sorted(report.skipped.items()))
         print(f"skipped files: {skipped} (left out on purpose; see `backstory status`)")

@@ -155,8 +155,8 @@ def _from_sibling(versions: VersionCache, path: str, key: tuple[bytes | None, st
     if 2 * sum(n for _a, n, _b, _m in blocks) > source.count(b"\n") + 1:
         versions.stats["sibling_too_far"] += 1
         return
-    versions.stats["sibling"] += 1
     versions.derive(base_key, key, source, blocks)
+    versions.stats["sibling" if versions.knows(key) else "sibling_failed"] += 1
 
 
 def _touching(rows: list[Row], lines: list[int], seen: dict[tuple[str, str], SymbolRef]) -> None:

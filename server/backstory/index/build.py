@@ -242,16 +242,18 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
             # were; cancelled, the next run stores the rest
             texts_phase.fill_missing(store, Catalog.of(store), cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
+        unreadable: list[str] = []
         if not report.cancelled:  # merges' change blocks, for exact symbol history only (diffed on the fly until
             # then): last, so that the lanes and their symbols are complete first
             merge_diffs.fill(store, repo.controldir(), cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
             if not report.cancelled:  # `fill` lists every merge it can read first
-                report.unreadable_merges = Catalog.of(store).unlisted_merges()
+                unreadable = Catalog.of(store).unlisted_merges()
+                report.unreadable_merges = len(unreadable)
         with store.transaction() as db:
             if not report.cancelled:
                 store.set_state(db, "indexed_head", head)
-                store.set_state(db, UNREADABLE_MERGES, str(report.unreadable_merges))  # for `status`
+                store.set_state(db, UNREADABLE_MERGES, json.dumps(unreadable))  # for `status`
             store.set_state(db, "indexed_at", now_iso())
     finally:
         writer.wait_merging_threads()

@@ -61,7 +61,7 @@ def _chunks(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
         yield chunk, ",".join("?" * len(chunk))
 
 
-#: the state key holding how many merges the last complete run could not read (`build`, `unreadable_merges`)
+#: the state key holding the merges the last complete run could not read, a JSON list of shas (`build`)
 UNREADABLE_MERGES = "unreadable_merges"
 
 
@@ -179,19 +179,22 @@ class Catalog:
 
     def pending_merge_diffs(self) -> int:
         """Merges whose paths or diffs against their parents are not stored yet (`merge_diffs`)."""
+        unlisted = self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0]
         undiffed = self._db.execute("SELECT COUNT(DISTINCT sha) FROM merge_paths WHERE ops IS NULL").fetchone()[0]
-        return self.unlisted_merges() + int(undiffed)
+        return int(unlisted) + int(undiffed)
 
-    def unlisted_merges(self) -> int:
+    def unlisted_merges(self) -> list[str]:
         """Merges whose paths are not listed yet; after a complete merges phase, those git could not read."""
-        return int(self._db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0])
+        return [r[0] for r in self._db.execute("SELECT sha FROM merges_unlisted ORDER BY sha")]
 
     def unreadable_merges(self) -> int:
-        """Merges the last complete run could not read from git (a missing object), as far as they are still
-        unlisted (a later run that read them lists them)."""
-        row = self._db.execute("SELECT value FROM state WHERE key=?", (UNREADABLE_MERGES,)).fetchone()
-        counted = int(row[0]) if row and str(row[0]).isdigit() else 0
-        return min(counted, self.unlisted_merges()) if counted else 0
+        """Merges the last complete run could not read from git (a missing object, recorded by sha) that are
+        still unlisted: a later run that read them listed them, a purge took them away."""
+        sql = (
+            f"SELECT COUNT(*) FROM merges_unlisted WHERE sha IN (SELECT value FROM json_each(("
+            f"SELECT value FROM state WHERE key='{UNREADABLE_MERGES}' AND json_valid(value))))"
+        )
+        return int(self._db.execute(sql).fetchone()[0])
 
     def pending_symbol_files(self) -> int:
         """Files the symbols phase has not attached definitions to yet (see symbols_phase.py)."""

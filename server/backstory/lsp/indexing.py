@@ -20,6 +20,7 @@ from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
 from ..index.progress import PHASES
 from ..index.store import IndexBusy, RebuildNeeded, StoreError
+from ..views.text import unreadable_merges_note
 from .constants import PROGRESS_TITLE
 from .index_job import run_index_here, run_index_job
 
@@ -112,10 +113,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         if dense_note:
             log.info("dense phase skipped: %s", dense_note)
         if report.unreadable_merges:  # a damaged repository: said once, as `backstory index` says it
-            ls.report_once(
-                f"Backstory: {report.unreadable_merges} merge(s) could not be read from git (a missing object: "
-                "`git fsck` says which); symbol history through them stays partial until git can read them"
-            )
+            ls.report_once(f"Backstory: {unreadable_merges_note(report.unreadable_merges)}")
         message = "cancelled" if state.cancel.is_set() else f"indexed {report.new_commits} commit(s)"
         state.status = {"state": "ready", "message": message}
     except IndexBusy as e:

@@ -10,7 +10,7 @@ Not every version is an older version of one read before: on a topic branch, the
 followed by the merge's, which the walk reads for no symbols (git/git: about one version a commit). Such a
 version can be derived from the path's version read last (`sibling`: the caller diffs the two on the fly, as
 `history.reader` does) instead of being parsed from scratch: on git/git's commits that cut the symbols readers'
-CPU by 11-30 % over 2,000 commits at three depths, every derived version's definitions the fresh parse's.
+CPU by 12-31 % over 2,000 commits at three depths, every derived version's definitions the fresh parse's.
 
 The result is the same as a fresh parse (every edit is checked against the bytes before it is used, and a
 re-parse that meets a syntax error is redone from scratch unless each error lies in a span that was made to
@@ -245,7 +245,11 @@ class VersionCache:
 
     def derive(self, new_key: Hashable, old_key: Hashable, old_source: bytes, blocks: Sequence[Block]) -> None:
         """Parse the version ``old_key`` (text ``old_source``) from the kept tree of ``new_key``, which differs
-        from it by the diff ``blocks`` (old → new); nothing when that tree is not kept or ``old_key`` is known."""
+        from it by the diff ``blocks`` (old → new); nothing when that tree is not kept or ``old_key`` is known.
+
+        Afterwards ``new_key``'s tree is the first to go when the cache is full. For its newer version that is
+        plain (its older version is kept now); for a :meth:`sibling` base it is measured: kept at its place
+        instead, 2,000 git/git commits from the 20,000th newest parsed 1,491 versions from scratch, not 1,410."""
         base = self._trees.get(new_key)
         if base is None or base.tree is None or old_key in self._defs or old_key in self._trees:
             return
@@ -280,8 +284,7 @@ class VersionCache:
             self.stats["carried"] += 1
             self.stats["kept"] += kept
             self.stats["matched"] += len(parsed.found) - kept
-        # a base is seldom needed again (its older version is now kept): evicted first
-        self._trees.move_to_end(new_key, last=False)
+        self._trees.move_to_end(new_key, last=False)  # evicted first (see above)
         self._keep_tree(old_key, parsed)
 
     def _keep_tree(self, key: Hashable, parsed: Parsed) -> None:

@@ -389,3 +389,12 @@ def print_status(status: dict[str, Any], out: TextIO, *, color: bool = False) ->
             " this version no longer reads; delete these folders unless another installed backstory uses them:\n"
         )
         out.writelines(f"    {entry['path']}\n" for entry in cache["superseded"])
+
+
+def unreadable_merges_note(n: int) -> str:
+    """What `backstory index` and the language server say about merges git could not read: the same words."""
+    merges = "1 merge" if n == 1 else f"{n:,} merges"
+    return (
+        f"{merges} could not be read from git (a missing object: `git fsck` says which); symbol history through"
+        " them stays partial until git can read them, and every `backstory index` tries again"
+    )
