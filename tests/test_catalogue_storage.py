@@ -184,12 +184,8 @@ def test_threads_sharing_the_connection_read_excerpts_without_deadlock(repo: Git
 
 def test_a_merge_left_unlisted_and_then_rewritten_away_leaves_no_row(repo: GitRepo) -> None:
     base = repo.head()
-    repo.git("checkout", "-q", "-b", "side")
-    repo.commit("Side edit", {"b.txt": "side\n"})
-    repo.git("checkout", "-q", "main")
-    repo.git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
-    cancel = threading.Event()
-    index_repository(repo.path, progress=lambda phase, _d, _t: phase != "history" and cancel.set(), cancel=cancel)
+    _merge_a_branch(repo, "side")
+    _index_only_the_lanes(repo)
     db = store_for(open_repo(repo.path)).db
     assert db.execute("SELECT COUNT(*) FROM merges_unlisted").fetchone()[0] == 1
     repo.git("reset", "-q", "--hard", base)
@@ -237,11 +233,21 @@ def test_an_unreadable_merge_rewritten_away_is_no_longer_counted(repo: GitRepo) 
     _merge, parents, _loose, _away = merge_missing_a_tree(repo)
     assert index_repository(repo.path).unreadable_merges == 1
     repo.git("reset", "-q", "--hard", parents[0])
-    repo.git("checkout", "-q", "-b", "other")
-    repo.commit("Other edit", {"b.txt": "other\n"})
-    repo.git("checkout", "-q", "main")
-    repo.git("merge", "-q", "--no-ff", "-m", "Merge other", "other")
-    cancel = threading.Event()
-    index_repository(repo.path, progress=lambda phase, _d, _t: phase != "history" and cancel.set(), cancel=cancel)
+    _merge_a_branch(repo, "other")
+    _index_only_the_lanes(repo)
     pending = health.status(Engine(repo.path), thorough=False)["pending"]
     assert (pending["merges"], pending["unreadable_merges"]) == (1, 0), pending
+
+
+def _merge_a_branch(repo: GitRepo, branch: str) -> None:
+    """A branch off HEAD that edits b.txt, merged back into main with a merge commit."""
+    repo.git("checkout", "-q", "-b", branch)
+    repo.commit(f"{branch.capitalize()} edit", {"b.txt": f"{branch}\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", f"Merge {branch}", branch)
+
+
+def _index_only_the_lanes(repo: GitRepo) -> None:
+    """An index run stopped as the keyword lanes complete: its merges are left unlisted."""
+    cancel = threading.Event()
+    index_repository(repo.path, progress=lambda phase, _d, _t: phase != "history" and cancel.set(), cancel=cancel)
