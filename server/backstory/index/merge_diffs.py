@@ -269,7 +269,8 @@ def chunk_paths(
     git_dir: str, merges: Sequence[tuple[str, Sequence[str]]]
 ) -> tuple[list[tuple[str, str, str]], list[str]]:
     """(merge, parent, path) of each of ``merges`` (sha, parents), and the merges that could not be read (a
-    damaged repository: they stay unlisted, and exact history diffs them on the fly)."""
+    damaged repository: they stay unlisted, every run tries them again, and exact history diffs them on the fly
+    when it can)."""
     repo, trees = _repository(git_dir)
     rows: list[tuple[str, str, str]] = []
     unread: list[str] = []
