@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from backstory.history.repo import open_repo
-from backstory.index import analyzer
+from backstory.index import analyzer, message_index
 from backstory.index.analyzer import analyze, query_terms, term_counts, term_set, without_change_verbs
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.text_index import open_index, search_lane
@@ -38,7 +38,9 @@ def test_code_lanes_ignore_change_verbs_the_message_lane_keeps_them(tmp_path) ->
 
     assert lane_paths("diff", "fix cache") == {"cache.py"}  # "fix" says what kind of change, not where
     assert lane_paths("diff", "fix") == {"worker.py"}  # a query of only verbs still searches for them
-    assert lane_paths("message", "repair fix") == {"worker.py"}  # messages keep the verbs (and match "repair")
+    messages = message_index.open_messages(store.messages_path, create=False)
+    found = message_index.search(messages, messages.searcher(), "repair fix")
+    assert {path_of[u] for hit in found for u in hit.hunk_uids()} == {"worker.py"}  # messages keep the verbs
 
 
 def test_term_counts_and_sets_equal_the_whole_texts_analysis() -> None:

@@ -1,25 +1,24 @@
-"""The message lane's per-commit index (`index.message_index`): one document per indexed commit, standing for its
-hunks; kept up to date by every indexing run (new commits, purges), built for an index made before it without a
-rebuild, built again when an older version changed the catalogue or its files are damaged; and while it is not
-current, or a search has filters, the message lane searches the main index's hunks as before."""
+"""The message lane's index (`index.message_index`): one document per indexed commit, standing for its hunks,
+the only place a commit's message is searched (the hunks' documents carry none). Written in step with the keyword
+phase's batches, so a run stopped after one batch finds its commits by their messages; kept current by purges;
+built again from the catalogue when it is missing, damaged or behind; answers filtered searches with the hunks
+that pass the filters; and a search without one to read says so."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from backstory.history.repo import open_repo
-from backstory.index import message_index
+from backstory.index import message_index, relations, symbols_phase
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.catalog import Catalog
 from backstory.index.store import Store, StoreError
-from backstory.index.text_index import Filters, filter_query, open_index, search_lane
+from backstory.index.text_index import Filters, open_index
 from backstory.search.engine import Engine
-from backstory.search.lanes import commit_lane
+from backstory.search.lanes import MESSAGES_UNAVAILABLE, commit_lane
 from backstory.search.options import SearchOptions
 from gitrepo import GitRepo
 
@@ -59,17 +58,25 @@ def _indexed(store: Store) -> int:
     return int(store.db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed' AND n_hunks > 0").fetchone()[0])
 
 
-def _lanes(repo: GitRepo, query: str, filters: Filters | None = None) -> tuple[list, list]:
-    """The message lane as a search ranks it with the per-commit index (as the engine hands it over) and as the
-    main index's hunks rank it."""
+def _lane(repo: GitRepo, query: str, filters: Filters | None = None) -> tuple[list, list[str]]:
+    """The message lane as a search ranks it (as the engine hands the indexes over), and the search's warnings."""
     with Engine(repo.path) as engine:
-        index = engine._text_index()
         opts = SearchOptions(lanes=("message",), filters=filters or Filters())
         meta: dict = {"warnings": []}
-        ranked, _ = engine.lanes.rankings(query, opts, meta, index, None, False, engine._message_index())
-        fq = filter_query(index.schema, filters) if filters is not None else None
-        hunks = search_lane(index, index.searcher(), "message", query, fq)
-    return ranked.get("message", []), hunks
+        ranked, _ = engine.lanes.rankings(
+            query, opts, meta, engine._text_index(), engine._staging_index(), False, engine._message_index()
+        )
+    return ranked.get("message", []), meta["warnings"]
+
+
+def _places(repo: GitRepo, ranked: list) -> list[tuple[str, str]]:
+    """(subject, path) of each ranked hunk."""
+    with Engine(repo.path) as engine:
+        places = engine.catalog.hunk_places([u for u, _ in ranked])
+        subjects = {
+            sha: row["subject"] for sha, row in engine.catalog.commit_rows({p["sha"] for p in places.values()}).items()
+        }
+        return [(subjects[places[u]["sha"]], places[u]["path"]) for u, _ in ranked]
 
 
 def test_one_document_per_commit_standing_for_its_hunks(tmp_path: Path) -> None:
@@ -87,25 +94,71 @@ def test_one_document_per_commit_standing_for_its_hunks(tmp_path: Path) -> None:
     assert max(h.hunks for h in hits) >= 4  # the multi-file commit stands for all its hunks
 
 
-def test_the_lane_ranks_as_the_hunks_did_when_a_commit_is_one_hunk(tmp_path: Path) -> None:
-    """With one hunk a commit, the per-commit documents are the hunk documents' messages: the same BM25 and
-    the same ranking, to the uid and the score."""
-    repo = _history(tmp_path / "r", multi=False)
-    index_repository(repo.path)
-    found = 0
-    for query in QUERIES:
-        ranked, hunks = _lanes(repo, query)
-        assert [u for u, _ in ranked] == [u for u, _ in hunks]
-        assert [round(s, 4) for _, s in ranked] == [round(s, 4) for _, s in hunks]
-        found += bool(ranked)
-    assert found >= 3
-
-
-def test_filters_search_the_hunks(tmp_path: Path) -> None:
+def test_the_hunks_documents_carry_no_message(tmp_path: Path) -> None:
+    """A word only a commit's message has is found by the message lane and by no lane of the hunk indexes."""
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
-    ranked, hunks = _lanes(repo, "parse the config file", Filters(path_glob="config.py"))
-    assert ranked == hunks and len(ranked) == 1
+    ranked, warnings = _lane(repo, "eviction reload")
+    assert {subject for subject, _path in _places(repo, ranked)} == {"Cache eviction for the config parser"}
+    assert not warnings
+    index = open_index(_store(repo).tantivy_path, create=False)
+    everywhere = index.parse_query("reload")  # every text field of the hunks' documents
+    assert index.searcher().search(everywhere, limit=10).hits == []
+    assert index.searcher().search(index.parse_query("evict"), limit=10).hits  # a word of the diff is there
+
+
+def test_a_run_stopped_after_its_first_batch_finds_its_commits_by_their_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch's commits get their documents with the batch, and the batch's transaction records the index as
+    current: nothing waits for the run's end (which this run never reaches)."""
+    repo = _history(tmp_path / "r")
+    monkeypatch.setattr("backstory.index.build.BATCH_COMMITS", 2)
+    cancel = threading.Event()
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "history" and done > 0:
+            cancel.set()
+
+    report = index_repository(repo.path, progress=progress, cancel=cancel)
+    store = _store(repo)
+    assert report.cancelled and 0 < _indexed(store) < 5
+    assert message_index.current(store) and _held(store) == _indexed(store)
+    ranked, warnings = _lane(repo, "logging describe retry")  # the newest first
+    assert {s for s, _p in _places(repo, ranked)} == {"Fix logging of retries", "docs: describe the retry loop"}
+    assert not warnings
+
+
+def test_filters_keep_the_commits_and_the_hunks_that_pass_them(tmp_path: Path) -> None:
+    repo = _history(tmp_path / "r")
+    index_repository(repo.path)
+    ranked, _ = _lane(repo, "parse the config file", Filters(path_glob="config.py"))
+    assert _places(repo, ranked) == [("Cache eviction for the config parser", "config.py")]
+    ranked, _ = _lane(repo, "parse the config file cache eviction", Filters(path_glob="client.py"))
+    assert _places(repo, ranked) == [("Cache eviction for the config parser", "client.py")] * 3  # its 3 hunks there
+    assert _lane(repo, "parse the config file", Filters(path_glob="log.py"))[0] == []
+    assert _lane(repo, "parse the config file", Filters(author="nobody"))[0] == []
+    everyone, _ = _lane(repo, "retry", Filters(author="ada"))
+    assert {s for s, _p in _places(repo, everyone)} == {
+        "Retry the connection when it drops", "Fix logging of retries", "docs: describe the retry loop"
+    }  # fmt: skip
+
+
+def test_filters_find_hunks_still_waiting_for_their_symbols(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """During a long run's symbols phase a file's hunks are in the staging index: a filtered message lane finds
+    them there."""
+    monkeypatch.setattr(symbols_phase, "DEFER_FROM", 1)
+    repo = _history(tmp_path / "r")
+    cancel = threading.Event()
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "symbols":
+            cancel.set()
+
+    assert index_repository(repo.path, progress=progress, cancel=cancel).cancelled
+    assert _store(repo).staging_path.is_dir()
+    ranked, _ = _lane(repo, "parse the config file", Filters(path_glob="config.py"))
+    assert _places(repo, ranked) == [("Cache eviction for the config parser", "config.py")]
 
 
 def test_new_commits_and_purges_keep_it_current(tmp_path: Path) -> None:
@@ -115,7 +168,7 @@ def test_new_commits_and_purges_keep_it_current(tmp_path: Path) -> None:
     new = repo.commit("Retry with jitter", {"client.py": "def f0():\n    return 'jitter'\n"})
     index_repository(repo.path)
     assert message_index.current(store) and _held(store) == _indexed(store) == 6
-    ranked, _ = _lanes(repo, "jitter")
+    ranked, _ = _lane(repo, "jitter")
     assert {Catalog.of(store).hunk_places([u])[u]["sha"] for u, _ in ranked} == {new}
     repo.git("commit", "-q", "--amend", "-m", "Retry with random jitter")  # a purge and a new commit
     totals: list[int] = []
@@ -123,24 +176,26 @@ def test_new_commits_and_purges_keep_it_current(tmp_path: Path) -> None:
         repo.path, progress=lambda phase, _d, total: totals.append(total) if phase == "message_index" else None
     )
     assert message_index.current(store) and _held(store) == _indexed(store) == 6
-    assert set(totals) == {1}  # the purged commit's document was deleted, the new one added: no rebuild
+    assert totals == []  # the purged commit's document deleted, the new one written in step: no sync needed
     repo.git("reset", "-q", "--hard", "HEAD~2")  # purges only: the next hunk id does not move
     report = index_repository(
         repo.path, progress=lambda phase, _d, total: totals.append(total) if phase == "message_index" else None
     )
-    assert report.purged_commits == 2 and set(totals) == {1}
+    assert report.purged_commits == 2 and totals == []
     assert message_index.current(store) and _held(store) == _indexed(store) == 4
-    assert _lanes(repo, "jitter")[0] == []
+    assert _lane(repo, "jitter")[0] == []
 
 
-def test_an_index_made_before_it_gets_it_without_a_rebuild(tmp_path: Path) -> None:
+def test_a_missing_message_index_is_said_and_built_again_without_a_rebuild(tmp_path: Path) -> None:
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
-    _as_an_older_version_left_it(store)
-    ranked, hunks = _lanes(repo, "retry the connection")
-    assert ranked == hunks and ranked  # the hunk lane meanwhile
+    _remove_it(store)
+    ranked, warnings = _lane(repo, "retry the connection")
+    assert ranked == [] and warnings == [MESSAGES_UNAVAILABLE]
     with Engine(repo.path) as engine:
+        found = engine.search("retry the connection")
+        assert found["results"] and MESSAGES_UNAVAILABLE in found["_meta"]["warnings"]  # the other lanes answer
         status = engine.status(thorough=False)
         assert status["pending"]["message_index"] == 5 and "index the messages of 5 commit(s)" in status["next"]
         assert not engine.small_update_due(dense=False)  # reading every message: not in a server's process
@@ -148,46 +203,35 @@ def test_an_index_made_before_it_gets_it_without_a_rebuild(tmp_path: Path) -> No
     report = index_repository(repo.path)
     assert report.new_commits == 0 and sorted(p.name for p in store.tantivy_path.iterdir()) == main_files
     assert message_index.current(store) and _held(store) == 5
+    assert _lane(repo, "retry the connection")[1] == []
     with Engine(repo.path) as engine:
         assert engine.status(thorough=False)["pending"]["message_index"] == 0
         assert engine.small_update_due(dense=False)
 
 
-def test_changes_an_older_version_made_are_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An older backstory keeps no message index: the commits it adds make this one not current (the hunk lane
-    answers) and those it purges leave documents behind, which the next run notices by their count."""
-    repo = _history(tmp_path / "r")
-    index_repository(repo.path)
-    store = _store(repo)
-    with _older_version(monkeypatch):
-        repo.commit("Retry with jitter", {"client.py": "def f0():\n    return 'jitter'\n"})
-        index_repository(repo.path)
-        assert not message_index.current(store)
-        ranked, hunks = _lanes(repo, "jitter")
-        assert ranked == hunks and ranked
-        index_repository(repo.path)  # (nothing new)
-        repo.git("reset", "-q", "--hard", "HEAD~3")
-        index_repository(repo.path)
-    index_repository(repo.path)
-    assert message_index.current(store) and _held(store) == _indexed(store) == 3
-    assert _lanes(repo, "jitter")[0] == []
-
-
-def test_a_purge_by_an_older_version_alone_makes_it_not_current(
+def test_a_run_killed_between_the_two_commits_is_repaired_by_the_next(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A reset an older version indexed adds no commit (no new hunk id), but the catalogue has fewer commits."""
+    """The message index committed a batch's documents, the catalogue never marked the batch indexed: searches
+    find nothing through them meanwhile, and the next run writes the commits and repairs the index."""
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
-    with _older_version(monkeypatch):
-        repo.git("reset", "-q", "--hard", "HEAD~1")
-        assert index_repository(repo.path).purged_commits == 1
-    assert not message_index.current(store)
-    ranked, hunks = _lanes(repo, "describe the retry loop")
-    assert ranked == hunks and ranked
+    repo.commit("Retry with jitter", {"client.py": "def f0():\n    return 'jitter'\n"})
+    with monkeypatch.context() as killed:
+
+        def die(*_a: object) -> None:
+            raise KeyboardInterrupt
+
+        killed.setattr(relations, "record", die)  # inside the batch's last transaction
+        with pytest.raises(KeyboardInterrupt):
+            index_repository(repo.path)
+    assert _held(store) == _indexed(store) + 1 and not message_index.current(store)
+    with Engine(repo.path) as engine:  # its document stands for hunks not indexed yet: no result
+        assert engine.search("jitter", SearchOptions(lanes=("message",), rerank=False))["results"] == []
     index_repository(repo.path)
-    assert message_index.current(store) and _held(store) == _indexed(store) == 4
+    assert message_index.current(store) and _held(store) == _indexed(store) == 6
+    assert {s for s, _p in _places(repo, _lane(repo, "jitter")[0])} == {"Retry with jitter"}
 
 
 def test_a_commit_a_killed_purge_left_is_written_once_when_reachable_again(
@@ -220,27 +264,26 @@ def test_a_commit_a_killed_purge_left_is_written_once_when_reachable_again(
     assert list(hit.hunk_uids()) == uids
 
 
-def test_a_damaged_message_index_is_searched_around_and_built_again(tmp_path: Path) -> None:
+def test_a_damaged_message_index_is_said_and_built_again(tmp_path: Path) -> None:
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
     for f in store.messages_path.iterdir():
         if f.is_file() and not f.name.endswith(".lock"):
             f.write_bytes(b"\x00garbage" * 64)
-    ranked, hunks = _lanes(repo, "retry the connection")
-    assert ranked == hunks and ranked
+    assert _lane(repo, "retry the connection") == ([], [MESSAGES_UNAVAILABLE])
     with Engine(repo.path) as engine:
         assert engine.search("retry the connection")["results"]
     index_repository(repo.path)
     assert message_index.current(store) and _held(store) == _indexed(store)
-    ranked, _ = _lanes(repo, "retry the connection")
-    assert ranked
+    ranked, warnings = _lane(repo, "retry the connection")
+    assert ranked and not warnings
 
 
 def test_a_segment_failing_its_checksum_is_never_written_to(tmp_path: Path) -> None:
     """Bytes changed inside a segment, its footer intact: the index still opens, and a writer deleting from it
     would make Tantivy abort the process (a panic in its merge threads). Indexing a purge and a new commit
-    builds it again instead; searches meanwhile use the hunks."""
+    builds it again instead; searches meanwhile leave the lane out and say so."""
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
@@ -251,8 +294,7 @@ def test_a_segment_failing_its_checksum_is_never_written_to(tmp_path: Path) -> N
     data[middle : middle + 40] = bytes(b ^ 0xFF for b in data[middle : middle + 40])
     segment.write_bytes(bytes(data))
     assert message_index.damaged(store) and message_index.pending(store) == 5
-    ranked, hunks = _lanes(repo, "retry the connection")
-    assert ranked == hunks and ranked
+    assert _lane(repo, "retry the connection") == ([], [MESSAGES_UNAVAILABLE])
     repo.git("reset", "-q", "--hard", "HEAD~1")  # a purge: deleting from the damaged index is not tried
     index_repository(repo.path)
     assert not message_index.damaged(store) and message_index.current(store) and _held(store) == _indexed(store)
@@ -261,11 +303,9 @@ def test_a_segment_failing_its_checksum_is_never_written_to(tmp_path: Path) -> N
     assert message_index.current(store) and _held(store) == _indexed(store) == 5
 
 
-def test_a_message_index_failing_during_a_search_leaves_it_to_the_hunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_message_index_failing_during_a_search_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built again by an indexer under a search, or damaged in a way only a search meets: Tantivy's error is
-    not the search's; the hunks answer the lane."""
+    not the search's; the lane is left out and the search says why."""
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
 
@@ -273,15 +313,14 @@ def test_a_message_index_failing_during_a_search_leaves_it_to_the_hunks(
         raise StoreError("the Tantivy index is damaged (test)")
 
     monkeypatch.setattr(message_index, "search", damaged)
-    ranked, hunks = _lanes(repo, "retry the connection")
-    assert ranked == hunks and ranked
+    assert _lane(repo, "retry the connection") == ([], [MESSAGES_UNAVAILABLE])
 
 
 def test_a_cancelled_sync_is_finished_by_the_next_run(tmp_path: Path) -> None:
     repo = _history(tmp_path / "r")
     index_repository(repo.path)
     store = _store(repo)
-    _as_an_older_version_left_it(store)
+    _remove_it(store)
     cancel = threading.Event()
 
     def progress(phase: str, done: int, total: int) -> None:
@@ -307,17 +346,8 @@ def test_the_lane_cuts_a_commits_hunks_at_its_length() -> None:
     assert ranked[:70] == [(u, 3.0) for u in range(10, 80)] and ranked[70:] == [(u, 2.0) for u in range(200, 230)]
 
 
-@contextlib.contextmanager
-def _older_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Indexing as a version without the message index does: it neither builds nor deletes from it."""
-    with monkeypatch.context() as older:
-        older.setattr(message_index, "sync", lambda *a, **k: 0)
-        older.setattr(message_index, "delete", lambda *a, **k: None)
-        yield
-
-
-def _as_an_older_version_left_it(store: Store) -> None:
-    """No message index, no state key: an index built before the message index existed."""
+def _remove_it(store: Store) -> None:
+    """No message index, no state key (a directory deleted by hand, or a sync that began building it again)."""
     import shutil
 
     shutil.rmtree(store.messages_path)

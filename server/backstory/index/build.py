@@ -228,14 +228,14 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
         if not report.cancelled:  # merges' paths, so exact history through them reads the catalogue from now on
             merge_diffs.list_merges(store, repo.controldir(), cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
-        # then what completes the lanes (symbols), what makes searches faster (the message lane's own index, the
-        # commits' analysed texts: searches answer the same without them), and exact history's merges
+        # then what completes the lanes (symbols), what makes searches faster (the commits' analysed texts:
+        # searches answer the same without them), and exact history's merges
         if not report.cancelled and options.symbols:
             with memory.frozen_heap():
                 symbols_phase.attach(store, writer, staging, repo, policy, options.no_messages, cancel, progress)
             report.cancelled = cancel is not None and cancel.is_set()
-        if not report.cancelled and not options.no_messages:  # the message lane's own index, from the catalogue
-            message_index.sync(store, cancel, progress)
+        if not report.cancelled and not options.no_messages:  # written in step; this finishes what a failed
+            message_index.sync(store, cancel, progress)  # write or a purge left (nothing to do otherwise)
             report.cancelled = cancel is not None and cancel.is_set()
         if not report.cancelled and not Catalog.of(store).commit_texts_stored():
             # a long run's rows (the search computes a missing one meanwhile), or an index built before these rows
@@ -261,8 +261,11 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
 
 
 def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, progress, cancel) -> None:  # type: ignore[no-untyped-def]
-    """Read ``todo`` (in reader processes) and write it in growing batches."""
+    """Read ``todo`` (in reader processes) and write it in growing batches, the message index in step."""
     total = len(todo)
+    messages = None
+    if todo and not options.no_messages:
+        messages = message_index.Batches.start(store, cancel, progress)
     done = 0
     if progress:
         progress("history", 0, total)
@@ -282,7 +285,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
         if isinstance(item, CommitDiff):
             batch_hunks += sum(len(f.hunks) for f in item.files)
         if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
-            _write_batch(store, writer, staging, batch, options, report, not inline)
+            _write_batch(store, writer, staging, batch, options, report, not inline, messages)
             done += len(batch)
             batch, batch_hunks = [], 0
             growth = min(growth * 2, BATCH_GROWTH_MAX)
@@ -290,7 +293,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
             if progress:
                 progress("history", done, total)
     if batch:
-        _write_batch(store, writer, staging, batch, options, report, not inline)
+        _write_batch(store, writer, staging, batch, options, report, not inline, messages)
         done += len(batch)
         if progress:
             progress("history", done, total)
@@ -307,7 +310,8 @@ def _prelude(repo, store, writer, staging, head, policy, options, report, cancel
     newest.sort(key=lambda c: (-c.commit_time, -c.author_time, c.sha))
     texts_phase.defer(store)
     batch: list[CommitDiff | CommitInfo] = list(read_all(repo, newest, policy, False, options.no_messages, terms=False))
-    _write_batch(store, writer, staging, batch, options, report, True)
+    messages = None if options.no_messages else message_index.Batches.start(store, cancel)
+    _write_batch(store, writer, staging, batch, options, report, True, messages)
     with store.transaction() as db:  # all of HEAD's so far; how many more is known once the walk is done
         store.set_state(db, RUN_TOTAL, "")
         store.set_state(db, RUN_HEAD, head)
@@ -371,10 +375,11 @@ def _write_batch(
     options: BuildOptions,
     report: IndexReport,
     defer: bool,
+    messages: message_index.Batches | None,
 ) -> None:
     """``defer``: symbols are attached later (`symbols_phase`): the documents of files waiting for them go to
     the staging index, the rest to the main one. Otherwise symbols were read inline: everything goes to the main
-    index."""
+    index. ``messages``: the message index, written in step (None for a message-blind index)."""
     infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
     diffs = [b for b in batch if isinstance(b, CommitDiff)]
     n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
@@ -403,11 +408,20 @@ def _write_batch(
     hunk_rows: list[tuple[Any, ...]] = []
     file_rows: list[tuple[Any, ...]] = []
     excerpt_rows: list[tuple[int, bytes]] = []
+    commit_docs: list[message_index.CommitDoc] = []
     later = options.symbols and defer  # supported files get their symbols in the symbols phase
     supported = symbols.supported_languages()
     for cd in diffs:
         c = cd.commit
         texts = prepared(cd, options.no_messages)
+        n = sum(len(f.hunks) for f in cd.files)
+        if messages is not None and n:
+            commit_docs.append(message_index.CommitDoc(
+                sha=c.sha, uid=uid, hunks=n, message=texts.message,
+                paths=list(dict.fromkeys(p for f in cd.files for p in (f.path, f.old_path))),
+                languages=sorted({f.language or "" for f in cd.files}),
+                author=f"{c.author_name} <{c.author_email}>".lower(), time=c.author_time,
+            ))  # fmt: skip
         per_file = hunk_docs(cd, first_uids(cd, uid), options.no_messages)
         for f, ft, file_docs in zip(cd.files, texts.files, per_file, strict=True):
             waits = later and f.language in supported  # staged until the symbols phase moves it
@@ -429,6 +443,8 @@ def _write_batch(
     if staged:
         add_docs(staging.writer(), staged)
     staging.commit()  # its deletes and documents, if it is open
+    if messages is not None:
+        messages.add(commit_docs)
     # 3. the catalogue says "indexed" only once Tantivy has committed
     stamp = time.time()
     with store.transaction() as db:
@@ -460,5 +476,7 @@ def _write_batch(
             for k, v in cd_skipped.items():
                 report.skipped[k] = report.skipped.get(k, 0) + v
         db.executemany("UPDATE commits SET state='indexed', indexed_at=?, n_hunks=?, skipped=? WHERE sha=?", marks)
+        if messages is not None:
+            messages.mark(db)
     report.new_commits += len(infos)
     report.hunks += n_hunks

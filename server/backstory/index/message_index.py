@@ -1,31 +1,33 @@
-"""The message lane's own index: one Tantivy document per commit, where the main index has one per hunk.
+"""The message lane's index: one Tantivy document per commit. The main index's hunk documents carry no message.
 
-Why: the main index carries each commit's message on every hunk's document (git/git: 408,000 copies of 60,000
-messages). Searching the message field there was the largest step of the keyword lanes (git/git: ~2 ms of a
-~23 ms search, ~5 ms of ~56 on a slower machine), and a big commit's copies counted its words many times in
-their document frequency. Here each message is one document (~0.45 ms on git/git, ~1 ms on the slower
-machine); each commit stands in the lane for its hunks, as before (`search.lanes.commit_lane`).
+Why: carrying each commit's message on every hunk's document (git/git: 408,000 copies of 60,000 messages) made
+the message field about a third of the main index's postings (27 MB of 87 on git/git) and of its writer's
+work, made searching it the largest step of the keyword lanes (~2 ms of a ~23 ms search), and counted a big
+commit's words many times in their document frequency. Here each message is one document (~0.45 ms a search
+on git/git), and each commit stands in the lane for its hunks (`search.lanes.commit_lane`).
 
-It is data derived from the catalogue's messages, not read from git: an index built before it gets it from its
-next indexing run, without a rebuild (git/git: ~10 s). It lives in a Tantivy directory of its own (in the main
-one its documents would change the other fields' BM25 averages). Every indexing run brings it up to date after
-the keyword phase, and after the symbols phase on a long run (:func:`sync`): commits written since it last did,
-found by their hunk ids (ids only grow and are never reused); purged commits are deleted with the purge
-(:func:`delete`); it is built again when its count disagrees with the catalogue's (an older backstory changed
-the index meanwhile), its files fail their checksums or it cannot be opened.
+It is the only home of the message lane, so it is written in step with the main index: each batch of the
+keyword phase adds its commits' documents right after the main index commits their hunks, and the same
+catalogue transaction that marks the commits indexed records the index as standing for them (:class:`Batches`;
+a search never waits for a later phase to find a commit by its message). Purged commits are deleted with the
+purge (:func:`delete`). A document also holds what the search filters read, per commit (its author and time,
+every path and language of its files), so a filtered search's message lane is this index's too.
 
-A search reads it only while it stands for exactly the catalogue's commits (:func:`current`: the state key
-holds the next hunk id and the number of indexed commits it was brought up to; every run that adds commits
-reserves ids past it, every purge lowers the number, an older version's too), and without filters (they are
-per hunk: paths, languages, authors); otherwise the message lane searches the main index's hunks as before.
+The state key holds the next hunk id and the number of indexed commits it was brought up to (:func:`current`).
+Whenever it is not current (a run killed between the two commits, a damaged file, a directory deleted), the next
+indexing run brings it up to date from the catalogue before it writes anything (:func:`sync`: the commits
+written since, found by their hunk ids; all of them again when its count disagrees with the catalogue's, its
+files fail their checksums or it cannot be opened; git/git: ~10 s). A search meanwhile reads what it holds (a
+document of a purged commit finds no hunks and is dropped), and says when there is none to read.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,7 @@ from .text_index import LANE_TOP, index_exists, lane_query, open_index, reading_
 log = logging.getLogger(__name__)
 
 #: the state key and the form of its value, ``VERSION:<next hunk id>:<indexed commits>`` when brought up to date
-STATE, VERSION = "message_index", "1"
+STATE, VERSION = "message_index", "2"
 #: hunks a document records: the length of the run of ids its commit's hunks start with, at most a lane's length
 MAX_HUNKS = LANE_TOP
 ADD_BATCH = 500  # documents between cancellation checks and progress reports (and SQL parameters)
@@ -56,8 +58,13 @@ def build_schema() -> tantivy.Schema:
     sb.add_unsigned_field("uid", stored=False, indexed=False, fast=True)  # the commit's first hunk
     sb.add_unsigned_field("hunks", stored=False, indexed=False, fast=True)  # its run of ids from there (capped)
     sb.add_text_field("sha", stored=False, tokenizer_name="raw")
-    # as the main index's message field: the same analyzer and statistics, so the same BM25 formula
+    # as the main index's lanes: the same analyzer and statistics, so the same BM25 formula
     sb.add_text_field("message", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    # what the search filters read (`text_index.filter_query`), under the main index's names and types
+    sb.add_text_field("path_raw", stored=False, tokenizer_name="raw")
+    sb.add_text_field("language", stored=False, tokenizer_name="raw")
+    sb.add_text_field("author", stored=False, tokenizer_name="raw")
+    sb.add_integer_field("time", stored=False, indexed=True, fast=True)
     return sb.build()
 
 
@@ -121,6 +128,77 @@ def pending(store: Store) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitDoc:
+    """One commit's document: its first hunk's id and the run of ids from there (capped at :data:`MAX_HUNKS`),
+    its message as the analyzer reads it (`analyzer.code_text`), and what the filters read."""
+
+    sha: str
+    uid: int
+    hunks: int
+    message: str
+    paths: Sequence[str]
+    languages: Sequence[str]
+    author: str  # "name <email>", lower-cased, as the main index has it
+    time: int  # author time
+
+
+def _add_doc(writer: tantivy.IndexWriter, d: CommitDoc) -> None:
+    """Replace the commit's document (a killed run may have left one)."""
+    writer.delete_documents_by_term("sha", d.sha)
+    doc = tantivy.Document()
+    doc.add_unsigned("uid", d.uid)
+    doc.add_unsigned("hunks", min(d.hunks, MAX_HUNKS))
+    doc.add_text("sha", d.sha)
+    doc.add_text("message", d.message)
+    for p in d.paths:
+        doc.add_text("path_raw", p)
+    for lang in d.languages:
+        doc.add_text("language", lang)
+    doc.add_text("author", d.author)
+    doc.add_integer("time", d.time)
+    writer.add_document(doc)
+
+
+class Batches:
+    """The message index kept in step with the keyword phase's batches (see the module's docstring).
+
+    :meth:`start` brings it up to date first; then each batch's documents are added and committed right after
+    the main index's (:meth:`add`), and the transaction that marks the batch's commits indexed records the index
+    as current (:meth:`mark`). If a write fails, it stops recording (the index is then not current) and the
+    run's closing :func:`sync` brings it up to date from the catalogue."""
+
+    def __init__(self, store: Store, in_step: bool) -> None:
+        self.store = store
+        self.in_step = in_step
+
+    @classmethod
+    def start(cls, store: Store, cancel: threading.Event | None = None, progress: Progress | None = None) -> Batches:
+        sync(store, cancel, progress)
+        return cls(store, current(store))
+
+    def add(self, docs: Sequence[CommitDoc]) -> None:
+        if not self.in_step or not docs:
+            return
+        try:
+            index = open_messages(self.store.messages_path, create=False)
+            writer = index.writer(heap_size=15_000_000, num_threads=1)
+            try:
+                for d in docs:
+                    _add_doc(writer, d)
+                writer.commit()
+            finally:
+                writer.wait_merging_threads()
+        except Exception as e:  # derived data: the run's closing sync adds what is missing
+            log.warning("the message index could not add a batch (%s); it is brought up to date at the end", e)
+            self.in_step = False
+
+    def mark(self, db: sqlite3.Connection) -> None:
+        """In the transaction that marks the batch's commits indexed (and on ``db``, the store's connection)."""
+        if self.in_step:
+            self.store.set_state(db, STATE, _stamp(self.store))
+
+
+@dataclass(frozen=True, slots=True)
 class MessageHit:
     """A commit the message lane found: its first hunk's id, the run of ids its hunks start with, its score."""
 
@@ -132,12 +210,21 @@ class MessageHit:
         return range(self.uid, self.uid + self.hunks)
 
 
-def search(index: tantivy.Index, searcher: tantivy.Searcher, text: str, limit: int = LANE_TOP) -> list[MessageHit]:
+def search(
+    index: tantivy.Index,
+    searcher: tantivy.Searcher,
+    text: str,
+    limit: int = LANE_TOP,
+    filters: tantivy.Query | None = None,
+) -> list[MessageHit]:
     """The best ``limit`` commits by BM25 of their message (the query's terms as the message lane takes them:
-    change verbs kept), ties by first hunk id."""
+    change verbs kept), ties by first hunk id; ``filters``: `text_index.filter_query` over this index's schema
+    (a commit passes when its author and time do and any of its files' paths and languages do)."""
     q = lane_query(index.schema, "message", query_terms(text, drop_change_verbs=False))
     if q is None:
         return []
+    if filters is not None:
+        q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, filters)])
 
     def keys(addresses: list[tantivy.DocAddress]) -> list[tuple[int, int] | None]:
         firsts = searcher.fast_field_values("uid", addresses)
@@ -199,7 +286,7 @@ def sync(store: Store, cancel: threading.Event | None = None, progress: Progress
             log.info("the message index disagrees with the catalogue; building it again")
             index = None
     else:
-        log.warning("the message index still disagrees with the catalogue; the message lane searches hunks")
+        log.warning("the message index still disagrees with the catalogue; it is built again by the next run")
         return added
     with store.transaction() as db:
         store.set_state(db, STATE, stamp)
@@ -254,16 +341,26 @@ def _add(
             chunk = shas[start : start + ADD_BATCH]
             marks = ",".join("?" * len(chunk))
             rows = db.execute(
-                f"SELECT sha, subject, body FROM commits WHERE state = 'indexed' AND sha IN ({marks})", chunk
+                "SELECT sha, subject, body, author_name, author_email, author_time FROM commits"
+                f" WHERE state = 'indexed' AND sha IN ({marks})",
+                chunk,
             ).fetchall()
-            for sha, subject, body in rows:
-                writer.delete_documents_by_term("sha", sha)
-                doc = tantivy.Document()
-                doc.add_unsigned("uid", runs[sha][0])
-                doc.add_unsigned("hunks", runs[sha][1])
-                doc.add_text("sha", sha)
-                doc.add_text("message", code_text(f"{subject}\n{body}"))
-                writer.add_document(doc)
+            files: dict[str, list[tuple[str, str, str | None]]] = {}
+            for sha, path, old_path, language in db.execute(
+                f"SELECT sha, path, old_path, language FROM files WHERE sha IN ({marks}) ORDER BY fid", chunk
+            ):
+                files.setdefault(sha, []).append((path, old_path, language))
+            for sha, subject, body, name, email, when in rows:
+                changed = files.get(sha, [])
+                _add_doc(
+                    writer,
+                    CommitDoc(
+                        sha=sha, uid=runs[sha][0], hunks=runs[sha][1], message=code_text(f"{subject}\n{body}"),
+                        paths=list(dict.fromkeys(p for path, old, _l in changed for p in (path, old))),
+                        languages=sorted({lang or "" for _p, _o, lang in changed}),
+                        author=f"{name} <{email}>".lower(), time=int(when),
+                    ),
+                )  # fmt: skip
             added += len(rows)
             if progress:
                 progress("message_index", min(start + ADD_BATCH, len(shas)), len(shas))

@@ -101,7 +101,6 @@ def hunk_docs(cd: CommitDiff, firsts: Sequence[int], no_messages: bool) -> list[
                     uid=first + i,
                     sha=c.sha,
                     diff=diff,
-                    message=texts.message,
                     path=ft.path,
                     symbol=symbol,
                     siblings=ft.siblings,

@@ -29,7 +29,7 @@ from .. import __version__
 if TYPE_CHECKING:
     from dulwich.repo import Repo
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"

@@ -1,7 +1,9 @@
 """The Tantivy side of the store: one document per hunk, one field per search lane, plus filter fields.
 
 Lanes are separate fields searched one at a time (not one combined query) so that each lane yields its own
-ranking for Reciprocal Rank Fusion, and later lanes can be added without touching the others.
+ranking for Reciprocal Rank Fusion, and later lanes can be added without touching the others. The message lane
+is not a field here: a commit's message is one document of the message index (`index.message_index`), not a
+copy on each of its hunks.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .analyzer import ANALYZER_NAME, build_analyzer, code_text, query_terms
 from .store import StoreError
 
 LANE_FIELDS = {"diff": "diff", "message": "message", "path": "path", "symbol": "symbol"}
+#: the lanes this index has a field for (the message lane's field is in the message index)
+HUNK_LANES = ("diff", "path", "symbol")
 # extra fields searched inside a lane at a lower boost: sibling definitions describe the file, not the change
 LANE_EXTRAS: dict[str, tuple[tuple[str, float], ...]] = {
     "symbol": (("siblings", 0.25),),
@@ -34,7 +38,7 @@ def build_schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_unsigned_field("uid", stored=True, indexed=True, fast=True)
     sb.add_text_field("sha", stored=False, tokenizer_name="raw")
-    for field in (*LANE_FIELDS.values(), "siblings"):
+    for field in (*HUNK_LANES, "siblings"):
         sb.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("path_raw", stored=False, tokenizer_name="raw")
     sb.add_text_field("language", stored=False, tokenizer_name="raw")
@@ -83,7 +87,6 @@ class HunkDoc:
     uid: int
     sha: str
     diff: str
-    message: str
     path: str
     symbol: str
     siblings: str
@@ -110,7 +113,6 @@ def add_docs(writer: tantivy.IndexWriter, docs: Sequence[HunkDoc]) -> None:
         doc.add_unsigned("uid", d.uid)
         doc.add_text("sha", d.sha)
         doc.add_text("diff", d.diff)
-        doc.add_text("message", d.message)
         doc.add_text("path", d.path)
         doc.add_text("symbol", d.symbol)
         doc.add_text("siblings", d.siblings)
@@ -199,6 +201,11 @@ def uids_query(uids: Iterable[int]) -> tantivy.Query:
     return tantivy.Query.term_set_query(_SCHEMA, "uid", sorted(uids))
 
 
+def shas_query(shas: Iterable[str]) -> tantivy.Query:
+    """The documents of these commits' hunks (a filtered message lane finds which of its commits' hunks pass)."""
+    return tantivy.Query.term_set_query(_SCHEMA, "sha", sorted(set(shas)))
+
+
 def others_query(languages: Iterable[str]) -> tantivy.Query:
     """Documents of files in none of ``languages``."""
     clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
@@ -227,10 +234,10 @@ def search_lane(
     filters: tantivy.Query | None,
     limit: int = LANE_TOP,
 ) -> list[tuple[int, float]]:
-    """Top ``limit`` (uid, bm25) of one lane; ties broken by uid so rankings are deterministic. Lanes over
-    code and paths ignore the query's change verbs ("fix", "add", ...); the message lane, whose text is made
-    of them, keeps them."""
-    terms = query_terms(text, drop_change_verbs=lane != "message")
+    """Top ``limit`` (uid, bm25) of one of :data:`HUNK_LANES`; ties broken by uid so rankings are deterministic.
+    Lanes over code and paths ignore the query's change verbs ("fix", "add", ...) (the message lane, whose
+    text is made of them, keeps them: `message_index.search`)."""
+    terms = query_terms(text, drop_change_verbs=True)
     q = lane_query(index.schema, lane, terms)
     if q is None:
         return []

@@ -63,8 +63,8 @@ class Engine:
         self.models = models or ModelConfig()
         self._index: tantivy.Index | None = None
         self._staging: tantivy.Index | None = None
-        self._messages: tantivy.Index | None = None  # the message lane's per-commit index, while current
-        self._messages_known: tuple[tuple[int, int, int], bool] | None = None  # (catalogue version, current)
+        self._messages: tantivy.Index | None = None  # the message lane's per-commit index
+        self._messages_known: tuple[tuple[int, int, int], bool] | None = None  # (catalogue version, built)
         self._messages_checked = message_index.verified(self.store)  # its files already checked
         self._generation: str | None = None
         self._lock = threading.RLock()
@@ -121,29 +121,28 @@ class Engine:
         return self._staging
 
     def _message_index(self) -> tantivy.Index | None:
-        """The message lane's per-commit index while it stands for the catalogue's commits, else None: the lane
-        then searches the main index's hunks (`index.message_index`). Derived data, built again by the next
-        indexing run: one that cannot be read is never an error here."""
+        """The message lane's per-commit index (`index.message_index`), or None while there is none to read (not
+        built yet, damaged, being built again: the next indexing run builds it; the lane says so). Derived data:
+        one that cannot be read is never an error here. It may lag the catalogue for a moment (a batch between
+        its two commits): a document whose commit is not indexed finds no hunks and is dropped."""
         try:
-            if not self._messages_current() or message_index.damaged(self.store, self._messages_checked):
+            if not self._messages_built() or message_index.damaged(self.store, self._messages_checked):
                 self._messages = None
                 return None
             with reading_tantivy():
                 if self._messages is None:
                     self._messages = message_index.open_messages(self.store.messages_path, create=False)
                 self._messages.reload()
-            if not self._messages_current():  # an indexer began building it again between the check and here
-                self._messages = None
         except (StoreError, OSError, ValueError) as e:
-            log.warning("the message index cannot be read (%s); the message lane searches hunks", e)
+            log.warning("the message index cannot be read (%s); the message lane is left out", e)
             self._messages = None
         return self._messages
 
-    def _messages_current(self) -> bool:
-        """`message_index.current`, asked again only when the catalogue changed (it counts indexed commits)."""
+    def _messages_built(self) -> bool:
+        """`message_index.built`, asked again only when the catalogue changed."""
         version = self.store.data_version()
         if self._messages_known is None or self._messages_known[0] != version:
-            self._messages_known = (version, message_index.current(self.store))
+            self._messages_known = (version, message_index.built(self.store))
         return self._messages_known[1]
 
     def manifest(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ symbols phase beside the main one. The lanes' own modules (:mod:`.dense`, :mod:`
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Any
 
 import tantivy
@@ -16,9 +17,17 @@ import tantivy
 from ..index import message_index
 from ..index.catalog import Catalog
 from ..index.store import StoreError
-from ..index.text_index import LANE_TOP, filter_query, merge_rankings, search_lane
+from ..index.text_index import LANE_TOP, Filters, filter_query, filter_uids, merge_rankings, search_lane, shas_query
 from .fusion import FusedCommit, fuse
 from .options import TEXT_LANES, Cancelled, SearchCancelled, SearchOptions
+
+#: said when an index with messages has no message index to read (the next indexing run builds it)
+MESSAGES_UNAVAILABLE = (
+    "the message lane's index is missing or damaged, so commit messages are not searched; the next "
+    "`backstory index` builds it again"
+)
+#: hunks read at most to find which of a filtered search's message hits' hunks pass the filters
+FILTERED_HUNKS = 20_000
 
 if TYPE_CHECKING:
     from .dense import DenseLane
@@ -45,8 +54,8 @@ class Lanes:
         lane's commit centroids, the message lane's message cosines) where they have them; ``index``: the
         Tantivy index as the search opened it (checked and reloaded), ``staging``: the symbols phase's staging
         index while there is one; ``no_messages``: the index holds no messages (no message lanes);
-        ``messages``: the message lane's per-commit index while it is current (`index.message_index`), which
-        answers the message lane of a search without filters."""
+        ``messages``: the message lane's per-commit index (`index.message_index`), None when there is none to
+        read."""
         searcher = index.searcher()
         fq = filter_query(index.schema, opts.filters) if opts.filters.active() else None
         rankings: dict[str, list[tuple[int, float]]] = {}
@@ -61,12 +70,15 @@ class Lanes:
             for lane in TEXT_LANES:
                 if not opts.wants(lane) or (lane == "message" and no_messages):
                     continue
-                if lane == "message" and fq is None and messages is not None:
+                if lane == "message":
                     try:
-                        rankings[lane] = commit_lane(message_index.search(messages, messages.searcher(), query))
-                        continue
-                    except StoreError:  # derived data, being built again under us or damaged: the hunks answer
-                        pass
+                        if messages is None:
+                            raise StoreError("no message index")
+                        hunk_indexes = [searcher] + ([staged] if staged is not None else [])
+                        rankings[lane] = self._message_lane(messages, query, opts.filters, hunk_indexes, fq)
+                    except StoreError:  # derived data, being built again under us or damaged
+                        meta["warnings"].append(MESSAGES_UNAVAILABLE)
+                    continue
                 rankings[lane] = search_lane(index, searcher, lane, query, fq)
                 if staging is not None and staged is not None:
                     rankings[lane] = merge_rankings(rankings[lane], search_lane(staging, staged, lane, query, fq))
@@ -89,6 +101,36 @@ class Lanes:
         finally:  # a started pass or cosines no lane took (a lane raised) must not wait for a later search
             self.dense.forget_pass()
             self.messages.forget()
+
+    def _message_lane(
+        self,
+        messages: tantivy.Index,
+        query: str,
+        filters: Filters,
+        hunk_indexes: list[tantivy.Searcher],
+        fq: tantivy.Query | None,
+    ) -> list[tuple[int, float]]:
+        """The message lane: commits by the BM25 of their message, each standing for its hunks
+        (:func:`commit_lane`). With filters, the commits are those the filters let through (the message index
+        holds what they read, per commit) and each stands for those of its hunks that pass them (``fq``, the
+        filters over the hunks), found in ``hunk_indexes`` (the main index and a long run's staging index)."""
+        found = messages.searcher()
+        if fq is None:
+            return commit_lane(message_index.search(messages, found, query))
+        hits = message_index.search(messages, found, query, LANE_TOP, filter_query(messages.schema, filters))
+        firsts = self.catalog.hunk_places([h.uid for h in hits])
+        hits = [h for h in hits if h.uid in firsts]  # a commit purged meanwhile: dropped
+        if not hits:
+            return []
+        of_hits = shas_query(firsts[h.uid]["sha"] for h in hits)
+        passing = tantivy.Query.boolean_query([(tantivy.Occur.Must, of_hits), (tantivy.Occur.Must, fq)])
+        uids = sorted(u for searcher in hunk_indexes for u in filter_uids(searcher, passing, FILTERED_HUNKS))
+        # a commit's hunk ids are one run from its first: each passing hunk is the hit's that starts last before it
+        starts = sorted(h.uid for h in hits)
+        owned: dict[int, list[int]] = {}
+        for uid in uids:
+            owned.setdefault(starts[bisect.bisect_right(starts, uid) - 1], []).append(uid)
+        return [(uid, h.score) for h in hits for uid in owned.get(h.uid, [])][:LANE_TOP]
 
     def fused(
         self,
@@ -130,10 +172,10 @@ class Lanes:
 
 
 def commit_lane(hits: list[message_index.MessageHit], limit: int = LANE_TOP) -> list[tuple[int, float]]:
-    """Commits ranked by their message as the message lane's ranking of hunks, the shape it has when it
-    searches the hunks (every hunk carries its commit's message, so a commit's hunks score alike and stand
-    together, in id order): each commit's hunks with its score, in the commits' order, cut at ``limit`` hunks.
-    Measured against giving each commit only its first three hunks (a deeper lane: 100 commits), this kept
-    the development set's ranking where the deeper lane lost a little without a refit (docs/large-histories.md)."""
+    """Commits ranked by their message as the message lane's ranking of hunks: each commit's hunks with its
+    score, in the commits' order, cut at ``limit`` hunks (the shape the lane had when every hunk carried its
+    commit's message). Measured against giving each commit only its first three hunks (a deeper lane: 100
+    commits), this kept the development set's ranking where the deeper lane lost a little without a refit
+    (docs/large-histories.md)."""
     out = [(uid, hit.score) for hit in hits for uid in hit.hunk_uids()]
     return out[:limit]
