@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,12 +78,12 @@ def test_a_damaged_row_is_computed_again(tmp_path: Path) -> None:
     before = _gathered(repo.path, shas)
     with sqlite3.connect(store.db_path) as conn:
         conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (b"not zlib", shas[1]))
-        conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (commit_terms.zlib.compress(b"[1, 2]"), shas[2]))
-        wrong = commit_terms.zlib.compress(b'[{"a": "x"}, {}, [], "", [], []]')  # parses, but counts are text
+        conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (zlib.compress(b"[1, 2]"), shas[2]))
+        wrong = zlib.compress(b'[{"a": "x"}, {}, [], "", [], []]')  # parses, but counts are text
         conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", (wrong, shas[3]))
         conn.execute("UPDATE commit_terms SET data=? WHERE sha=?", ("text, not bytes", shas[4]))
     assert _gathered(repo.path, shas) == before
-    for data in (b"not zlib", wrong, commit_terms.zlib.compress(b'[{}, {}, [], "abc", "abcdef", []]')):
+    for data in (b"not zlib", wrong, zlib.compress(b'[{}, {}, [], "abc", "abcdef", []]')):
         with pytest.raises(ValueError, match="not a stored commit text"):
             commit_terms.unpack(data)
 
@@ -166,7 +167,7 @@ def test_the_next_run_stores_what_an_older_index_lacks(tmp_path: Path, monkeypat
     cancel = threading.Event()
     monkeypatch.setattr(texts_phase, "FILL_BATCH", 2)
     real_pack = commit_terms.pack
-    monkeypatch.setattr(commit_terms, "pack", lambda t: (cancel.set(), real_pack(t))[1])
+    monkeypatch.setattr(commit_terms, "pack", lambda t, p=None: (cancel.set(), real_pack(t, p))[1])
     assert (
         texts_phase.fill_missing(store, Catalog.of(store), cancel) == 2
     )  # a cancelled fill keeps its first batch, newest first

@@ -28,7 +28,7 @@ from backstory.history.libgit import walk
 from backstory.history.policy import PathPolicy
 from backstory.history.reader import read_commit
 from backstory.history.repo import head_sha, open_repo
-from backstory.index import commit_terms, merge_diffs, message_index, symbols_phase, texts_phase
+from backstory.index import commit_terms, merge_diffs, message_index, packing, symbols_phase, texts_phase
 from backstory.index.analyzer import term_counts, term_set
 from backstory.index.build import index_repository
 from backstory.index.catalog import Catalog
@@ -302,8 +302,16 @@ def test_stored_commit_terms_give_the_features_computed_before(phased: Path, one
     catalog = Catalog.of(Store(phased))
     rows = dict(_db(phased).execute("SELECT sha, data FROM commit_terms"))
     assert set(rows) == {r[0] for r in _db(phased).execute("SELECT sha FROM commits WHERE n_hunks > 0")}
-    assert rows == dict(_db(one_pass).execute("SELECT sha, data FROM commit_terms"))
-    # with paths and names: the symbols phase rewrote the names its symbols changed, to the byte
+    others = dict(_db(one_pass).execute("SELECT sha, data FROM commit_terms"))
+    assert {sha: commit_terms.unpack(d) for sha, d in rows.items()} == {
+        sha: commit_terms.unpack(d) for sha, d in others.items()
+    }
+    # compressed with the index's dictionary, trained on the texts phase's first chunk (the newest commits'), and
+    # so were the excerpts and bodies after the first run's first 200 commits (`packing`)
+    zstd = [sha for sha, d in rows.items() if d[:4] == packing.ZSTD_MAGIC]
+    assert len(rows) - texts_phase.FILL_BATCH <= len(zstd) < len(rows)
+    assert set(packing.load(_db(phased))) == {"excerpts", "terms"}  # its commits have no bodies to train on
+    # with paths and names: the symbols phase rewrote the names its symbols changed
     assert all(commit_terms.unpack(data).names is not None for data in rows.values())
     shas = sorted(rows)[::5]
     queries = [

@@ -28,6 +28,7 @@ from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
 from . import commit_terms, integrity, memory, merge_diffs, message_index, relations, symbols_phase, texts_phase
 from .catalog import UNREADABLE_MERGES, Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
+from .packing import Packer
 from .parallel import read_all
 from .prepare import first_uids, hunk_docs, prepared
 from .progress import Progress
@@ -266,6 +267,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
     messages = None
     if todo and not options.no_messages:
         messages = message_index.Batches.start(store, cancel, progress)
+    packer = store.packer(train=True)  # the index's dictionaries, trained now if it has become long enough
     done = 0
     if progress:
         progress("history", 0, total)
@@ -277,7 +279,10 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
     inline = len(todo) < symbols_phase.DEFER_FROM
     if not inline:
         texts_phase.defer(store)
-    for item in read_all(repo, todo, policy, options.symbols and inline, options.no_messages, terms=inline):
+    for item in read_all(
+        repo, todo, policy, options.symbols and inline, options.no_messages, terms=inline,
+        dictionaries=packer.dictionaries,
+    ):  # fmt: skip
         if cancel is not None and cancel.is_set():
             report.cancelled = True
             break
@@ -285,7 +290,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
         if isinstance(item, CommitDiff):
             batch_hunks += sum(len(f.hunks) for f in item.files)
         if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
-            _write_batch(store, writer, staging, batch, options, report, not inline, messages)
+            _write_batch(store, writer, staging, batch, options, report, not inline, messages, packer)
             done += len(batch)
             batch, batch_hunks = [], 0
             growth = min(growth * 2, BATCH_GROWTH_MAX)
@@ -293,7 +298,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
             if progress:
                 progress("history", done, total)
     if batch:
-        _write_batch(store, writer, staging, batch, options, report, not inline, messages)
+        _write_batch(store, writer, staging, batch, options, report, not inline, messages, packer)
         done += len(batch)
         if progress:
             progress("history", done, total)
@@ -311,7 +316,7 @@ def _prelude(repo, store, writer, staging, head, policy, options, report, cancel
     texts_phase.defer(store)
     batch: list[CommitDiff | CommitInfo] = list(read_all(repo, newest, policy, False, options.no_messages, terms=False))
     messages = None if options.no_messages else message_index.Batches.start(store, cancel)
-    _write_batch(store, writer, staging, batch, options, report, True, messages)
+    _write_batch(store, writer, staging, batch, options, report, True, messages, Packer())  # no dictionary yet
     with store.transaction() as db:  # all of HEAD's so far; how many more is known once the walk is done
         store.set_state(db, RUN_TOTAL, "")
         store.set_state(db, RUN_HEAD, head)
@@ -360,10 +365,10 @@ def _forget_rows(db: sqlite3.Connection, shas: Iterable[str]) -> None:
         db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
 
 
-def _commit_row(c: CommitInfo, state: str) -> tuple[Any, ...]:
+def _commit_row(c: CommitInfo, state: str, packer: Packer) -> tuple[Any, ...]:
     return (
-        c.sha, json.dumps(list(c.parents)), c.subject, pack_text(c.body), c.author_name, c.author_email, c.author_time,
-        c.author_tz, c.commit_time, c.commit_tz, int(c.is_merge), state,
+        c.sha, json.dumps(list(c.parents)), c.subject, pack_text(c.body, packer), c.author_name, c.author_email,
+        c.author_time, c.author_tz, c.commit_time, c.commit_tz, int(c.is_merge), state,
     )  # fmt: skip
 
 
@@ -376,10 +381,12 @@ def _write_batch(
     report: IndexReport,
     defer: bool,
     messages: message_index.Batches | None,
+    packer: Packer,
 ) -> None:
     """``defer``: symbols are attached later (`symbols_phase`): the documents of files waiting for them go to
     the staging index, the rest to the main one. Otherwise symbols were read inline: everything goes to the main
-    index. ``messages``: the message index, written in step (None for a message-blind index)."""
+    index. ``messages``: the message index, written in step (None for a message-blind index); ``packer``: how
+    the commits' bodies are compressed (the readers compressed the rest)."""
     infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
     diffs = [b for b in batch if isinstance(b, CommitDiff)]
     n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
@@ -394,7 +401,7 @@ def _write_batch(
         db.executemany(
             "INSERT OR REPLACE INTO commits(sha, parents, subject, body, author_name, author_email, author_time,"
             " author_tz, commit_time, commit_tz, is_merge, state) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [_commit_row(c, "pending") for c in infos],
+            [_commit_row(c, "pending", packer) for c in infos],
         )
         uid = store.reserve_uids(db, n_hunks)
         fid = int(store.get_state("next_fid", "1") or 1)

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .analyzer import term_counts, term_set
+from .packing import Packer
+from .packing import unpack as unpack_value
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -106,9 +107,12 @@ def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerm
     return CommitTerms(counts, context, "\n".join(words), subject_terms | term_set(body), subject_terms)
 
 
-def pack(terms: CommitTerms) -> bytes:
-    """The stored form: zlib-compressed JSON (sorted, so the same commit always gives the same bytes); six
-    fields, and two more with the paths and names."""
+_PLAIN = Packer()  # no dictionary: zlib
+
+
+def pack(terms: CommitTerms, packer: Packer | None = None) -> bytes:
+    """The stored form: compressed JSON (sorted, so the same commit always gives the same bytes; `packing`, with
+    the index's dictionary when ``packer`` has one); six fields, and two more with the paths and names."""
     data: list[object] = [
         dict(sorted(terms.counts["add"].items())),
         dict(sorted(terms.counts["rem"].items())),
@@ -120,14 +124,14 @@ def pack(terms: CommitTerms) -> bytes:
     if terms.files is not None and terms.names is not None:
         data += [list(terms.files), sorted(terms.names)]
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
+    return (packer or _PLAIN).pack("terms", text.encode("utf-8", "surrogatepass"))
 
 
 def unpack(data: bytes) -> CommitTerms:
     """:func:`pack`'s inverse; ``ValueError`` when ``data`` is not a stored row (a damaged catalogue: the
     search then computes the commit's terms from its excerpts)."""
     try:
-        data = json.loads(zlib.decompress(data).decode("utf-8", "surrogatepass"))
+        data = json.loads(unpack_value(data).decode("utf-8", "surrogatepass"))
         if not isinstance(data, list) or len(data) not in (6, 8):
             raise ValueError("not six or eight fields")
         added, removed, context, changed, subject, body = data[:6]
@@ -138,7 +142,7 @@ def unpack(data: bytes) -> CommitTerms:
             raise ValueError("the changed words are not text")
         if files is not None and not (_words(files) and _words(names_)):
             raise ValueError("the paths or names are not text")
-    except (zlib.error, ValueError, TypeError, RecursionError) as e:
+    except (ValueError, TypeError, RecursionError) as e:
         raise ValueError(f"not a stored commit text ({e})") from None
     subject_terms = frozenset(subject)
     return CommitTerms(

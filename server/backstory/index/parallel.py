@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
@@ -26,6 +26,7 @@ from ..history.policy import PathPolicy
 from ..history.reader import read_commit
 from ..history.repo import open_repo
 from . import memory
+from .packing import Packer
 from .prepare import prepare
 
 CHUNK = 24  # commits per task: the unit in which results stream back
@@ -70,6 +71,7 @@ def _init(
     documents_only: bool,
     languages: frozenset[str] | None,
     terms: bool,
+    dictionaries: Mapping[str, bytes],
     parent: int,
 ) -> None:
     leave_with_parent(parent)
@@ -81,6 +83,7 @@ def _init(
     _worker["documents_only"] = documents_only
     _worker["languages"] = languages
     _worker["terms"] = terms
+    _worker["packer"] = Packer(dictionaries)
 
 
 def _read(
@@ -92,11 +95,12 @@ def _read(
     documents_only: bool,
     languages: frozenset[str] | None = None,
     terms: bool = True,
+    packer: Packer | None = None,
 ) -> CommitDiff:
     if info.is_merge:  # recorded as a commit; its paths are listed in the merges phase (`merge_diffs.fill`)
         return CommitDiff(commit=info, files=[])
     cd = read_commit(repo, info, policy, with_symbols=with_symbols, languages=languages)
-    cd.prepared = prepare(cd, no_messages, documents_only, terms)  # the writer's text work, done here in parallel
+    cd.prepared = prepare(cd, no_messages, documents_only, terms, packer)  # the writer's text work, here in parallel
     for f in cd.files:  # the writer reads only what was prepared: the raw texts and line numbers need not cross
         for h in f.hunks:  # the pipe (nor wait in the read-ahead), which halves both
             h.changed_text = h.excerpt = ""
@@ -108,7 +112,15 @@ def _read_chunk(infos: list[CommitInfo]) -> list[CommitDiff]:
     w = _worker
     out = [
         _read(
-            w["repo"], i, w["policy"], w["symbols"], w["no_messages"], w["documents_only"], w["languages"], w["terms"]
+            w["repo"],
+            i,
+            w["policy"],
+            w["symbols"],
+            w["no_messages"],
+            w["documents_only"],
+            w["languages"],
+            w["terms"],
+            w["packer"],
         )
         for i in infos
     ]
@@ -140,14 +152,18 @@ def read_all(
     documents_only: bool = False,
     languages: frozenset[str] | None = None,
     terms: bool = True,
+    dictionaries: Mapping[str, bytes] | None = None,
 ) -> Iterator[CommitDiff]:
     """Every commit of ``todo`` read (a merge as a commit alone: the merges phase lists its paths) and prepared
     for the writer (`index.prepare`; ``documents_only``: only the Tantivy documents' texts; ``terms``: with the
-    analysed text; ``languages``: only the files in these languages, `history.reader.read_commit`), in order."""
+    analysed text; ``languages``: only the files in these languages, `history.reader.read_commit`;
+    ``dictionaries``: the index's, to compress the excerpts and analysed texts with, `index.packing`), in order."""
     n = workers()
+    dictionaries = dict(dictionaries or {})
     if n <= 1 or len(todo) < MIN_PARALLEL:
+        packer = Packer(dictionaries)
         for info in todo:
-            yield _read(repo, info, policy, with_symbols, no_messages, documents_only, languages, terms)
+            yield _read(repo, info, policy, with_symbols, no_messages, documents_only, languages, terms, packer)
         return
     args = (policy.gitattributes, policy.backstoryignore, policy.extra_excludes, policy.max_file_bytes)
     ctx = multiprocessing.get_context("spawn")
@@ -157,7 +173,17 @@ def read_all(
             1,
             mp_context=ctx,
             initializer=_init,
-            initargs=(repo.path, args, with_symbols, no_messages, documents_only, languages, terms, os.getpid()),
+            initargs=(
+                repo.path,
+                args,
+                with_symbols,
+                no_messages,
+                documents_only,
+                languages,
+                terms,
+                dictionaries,
+                os.getpid(),
+            ),
         )
         for _ in range(n)
     ]

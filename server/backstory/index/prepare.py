@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..history.model import CommitDiff, by_position
 from . import commit_terms
 from .analyzer import code_text
+from .packing import Packer
 from .relations import patch_ids
 from .store import pack_excerpts
 from .text_index import HunkDoc, distinct_tokens
@@ -40,18 +41,21 @@ class Prepared:
     # for the symbols phase (``documents_only``) and for a long run's keyword phase (the texts phase stores them)
 
 
-def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False, terms: bool = True) -> Prepared:
+def prepare(
+    cd: CommitDiff, no_messages: bool, documents_only: bool = False, terms: bool = True, packer: Packer | None = None
+) -> Prepared:
     """``documents_only``: just what :func:`hunk_docs` reads, for the symbols phase, whose commits' excerpts and
     relations are already in the catalogue (the patch ids and the excerpts' compression were ~10 % of its
     readers' CPU on git/git). ``terms=False``: without the analysed text (a long run stores it after its
-    symbols phase, `texts_phase`: ~15 % of the keyword phase's readers' CPU on git/git)."""
+    symbols phase, `texts_phase`: ~15 % of the keyword phase's readers' CPU on git/git). ``packer``: how the
+    excerpts and the analysed text are compressed (the index's dictionaries; zlib without)."""
     c = cd.commit
     files = tuple(
         FileTexts(
             path=code_text(" ".join([f.path] if f.old_path == f.path else [f.path, f.old_path]).replace("/", " ")),
             siblings=distinct_tokens(" ".join(f.sibling_symbols)),
             hunks=tuple((code_text(h.changed_text), code_text(" ".join(s.name for s in h.symbols))) for h in f.hunks),
-            excerpts=None if documents_only else pack_excerpts([h.excerpt for h in f.hunks]),
+            excerpts=None if documents_only else pack_excerpts([h.excerpt for h in f.hunks], packer),
         )
         for f in cd.files
     )
@@ -64,7 +68,7 @@ def prepare(cd: CommitDiff, no_messages: bool, documents_only: bool = False, ter
             excerpts = (h.excerpt for f in cd.files for h in f.hunks)  # the first MAX_HUNKS are read
             hunks = ((f.path, [s.name for s in h.symbols]) for f in cd.files for h in f.hunks)
             text = commit_terms.commit_terms(excerpts, c.subject, c.body)
-            packed = commit_terms.pack(commit_terms.with_names(text, [f.path for f in cd.files], hunks))
+            packed = commit_terms.pack(commit_terms.with_names(text, [f.path for f in cd.files], hunks), packer)
     return Prepared("" if no_messages else code_text(f"{c.subject}\n{c.body}"), files, patch, packed)
 
 

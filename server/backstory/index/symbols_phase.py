@@ -38,8 +38,9 @@ from dulwich.repo import Repo
 from .. import symbols
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
-from . import commit_terms, memory
+from . import commit_terms, memory, packing
 from .catalog import Catalog
+from .packing import Packer
 from .parallel import read_all
 from .prepare import hunk_docs
 from .progress import Progress
@@ -244,6 +245,7 @@ def _rename(tx: sqlite3.Connection, catalog: Catalog, shas: Sequence[str]) -> No
     the transaction that stores the symbols: a search never reads names that disagree with the hunks. Rows
     stored before they held names are left as they are (the search reads those commits' names itself)."""
     updates: list[tuple[bytes, str]] = []
+    packer: Packer | None = None  # the index's dictionaries, read when a row is rewritten
     for sha in shas:
         row = tx.execute("SELECT data FROM commit_terms WHERE sha=?", (sha,)).fetchone()
         try:
@@ -254,5 +256,6 @@ def _rename(tx: sqlite3.Connection, catalog: Catalog, shas: Sequence[str]) -> No
             continue
         names = commit_terms.names_of(catalog, sha)
         if names != terms.names:
-            updates.append((commit_terms.pack(replace(terms, names=names)), sha))
+            packer = packer or Packer(packing.load(tx))
+            updates.append((commit_terms.pack(replace(terms, names=names), packer), sha))
     tx.executemany("UPDATE commit_terms SET data=? WHERE sha=?", updates)

@@ -23,6 +23,7 @@ from pathlib import Path
 from . import commit_terms
 from .catalog import Catalog
 from .commit_terms import DEFERRED, MISSING, STATE, STORE_ROWS, VERSION
+from .packing import Packer
 from .parallel import worker_pool, workers
 from .progress import Progress
 from .store import Store
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 FILL_BATCH = 256  # commits a transaction
 PARALLEL_FROM = 2_000  # missing rows from which reader processes compute them
 
-_worker: dict[str, Catalog] = {}
+_worker: dict[str, tuple[Catalog, Packer]] = {}
 
 
 def defer(store: Store) -> None:
@@ -86,10 +87,17 @@ def _chunks(
     store: Store, catalog: Catalog, missing: list[str], checked: list[str]
 ) -> Generator[tuple[int, list[tuple[str, bytes]]], None, None]:
     """(commits looked at, rows to store) per chunk, in order: the missing rows (computed in reader processes
-    when there are :data:`PARALLEL_FROM` of them or more), then the stored rows that need other names."""
+    when there are :data:`PARALLEL_FROM` of them or more), then the stored rows that need other names. An index
+    without a dictionary for these rows yet (a long first run's readers left them all here) stores its first
+    chunk, the newest commits', without one, then trains it on them (`packing`) for the rest."""
     chunks = [missing[i : i + FILL_BATCH] for i in range(0, len(missing), FILL_BATCH)]
+    packer = store.packer()
+    if chunks and "terms" not in packer.dictionaries:
+        first = chunks.pop(0)
+        yield len(first), _rows(catalog, first, packer)
+        packer = store.packer(train=True)
     n = workers()
-    if n > 1 and len(missing) >= PARALLEL_FROM:
+    if n > 1 and len(chunks) * FILL_BATCH >= PARALLEL_FROM:
         pool = worker_pool(n)
         try:
             futures = [pool.submit(_computed, str(store.path), c) for c in chunks]
@@ -99,17 +107,17 @@ def _chunks(
             pool.shutdown(wait=True, cancel_futures=True)
     else:
         for c in chunks:
-            yield len(c), _rows(catalog, c)
+            yield len(c), _rows(catalog, c, packer)
     for i in range(0, len(checked), FILL_BATCH):
         c = checked[i : i + FILL_BATCH]
-        yield len(c), _rechecked(store, catalog, c)
+        yield len(c), _rechecked(store, catalog, c, packer)
 
 
-def _rows(catalog: Catalog, shas: Sequence[str]) -> list[tuple[str, bytes]]:
-    return [(sha, commit_terms.pack(commit_terms.from_catalogue(catalog, sha))) for sha in shas]
+def _rows(catalog: Catalog, shas: Sequence[str], packer: Packer) -> list[tuple[str, bytes]]:
+    return [(sha, commit_terms.pack(commit_terms.from_catalogue(catalog, sha), packer)) for sha in shas]
 
 
-def _rechecked(store: Store, catalog: Catalog, shas: Sequence[str]) -> list[tuple[str, bytes]]:
+def _rechecked(store: Store, catalog: Catalog, shas: Sequence[str], packer: Packer) -> list[tuple[str, bytes]]:
     """The stored rows among ``shas`` whose paths or names differ from the catalogue's, brought up to date."""
     out: list[tuple[str, bytes]] = []
     for sha in shas:
@@ -121,13 +129,14 @@ def _rechecked(store: Store, catalog: Catalog, shas: Sequence[str]) -> list[tupl
         files = tuple(catalog.commit_paths(sha))
         names_ = commit_terms.names_of(catalog, sha)
         if terms.files != files or terms.names != names_:
-            out.append((sha, commit_terms.pack(replace(terms, files=files, names=names_))))
+            out.append((sha, commit_terms.pack(replace(terms, files=files, names=names_), packer)))
     return out
 
 
 def _computed(store_path: str, shas: Sequence[str]) -> list[tuple[str, bytes]]:
-    """A worker's rows for ``shas``, from its own connection to the catalogue."""
-    catalog = _worker.get(store_path)
-    if catalog is None:
-        catalog = _worker[store_path] = Catalog.of(Store(Path(store_path)))
-    return _rows(catalog, shas)
+    """A worker's rows for ``shas``, from its own connection to the catalogue (and its dictionaries)."""
+    found = _worker.get(store_path)
+    if found is None:
+        store = Store(Path(store_path))
+        found = _worker[store_path] = (Catalog.of(store), store.packer())
+    return _rows(found[0], shas, found[1])
