@@ -37,7 +37,7 @@ from . import integrity
 from .analyzer import ANALYZER_NAME, code_text, query_terms
 from .progress import Progress
 from .store import MESSAGES_VERIFIED, Store
-from .text_index import LANE_TOP, index_exists, lane_query, open_index, reading_tantivy, top_hits
+from .text_index import LANE_TOP, add_filter_fields, index_exists, lane_query, open_index, reading_tantivy, top_hits
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +57,10 @@ def build_schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_unsigned_field("uid", stored=False, indexed=False, fast=True)  # the commit's first hunk
     sb.add_unsigned_field("hunks", stored=False, indexed=False, fast=True)  # its run of ids from there (capped)
-    sb.add_text_field("sha", stored=False, tokenizer_name="raw")
+    sb.add_text_field("sha", stored=False, tokenizer_name="raw", index_option="basic")
     # as the main index's lanes: the same analyzer and statistics, so the same BM25 formula
     sb.add_text_field("message", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
-    # what the search filters read (`text_index.filter_query`), under the main index's names and types
-    sb.add_text_field("path_raw", stored=False, tokenizer_name="raw")
-    sb.add_text_field("language", stored=False, tokenizer_name="raw")
-    sb.add_text_field("author", stored=False, tokenizer_name="raw")
-    sb.add_integer_field("time", stored=False, indexed=True, fast=True)
+    add_filter_fields(sb)  # what the search filters read, under the main index's names and types
     return sb.build()
 
 

@@ -35,16 +35,22 @@ K = TypeVar("K", bound=Any)  # a hit's key (`top_hits`): sortable
 
 
 def build_schema() -> tantivy.Schema:
+    """Nothing is stored (a hit's uid is read from its fast field) and the fields only matched, never scored,
+    keep no frequencies or positions: git/git's index 3.3 MB of stored uids and 0.7 MB of positions smaller."""
     sb = tantivy.SchemaBuilder()
-    sb.add_unsigned_field("uid", stored=True, indexed=True, fast=True)
-    sb.add_text_field("sha", stored=False, tokenizer_name="raw")
+    sb.add_unsigned_field("uid", stored=False, indexed=True, fast=True)
+    sb.add_text_field("sha", stored=False, tokenizer_name="raw", index_option="basic")
     for field in (*HUNK_LANES, "siblings"):
         sb.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
-    sb.add_text_field("path_raw", stored=False, tokenizer_name="raw")
-    sb.add_text_field("language", stored=False, tokenizer_name="raw")
-    sb.add_text_field("author", stored=False, tokenizer_name="raw")
-    sb.add_integer_field("time", stored=False, indexed=True, fast=True)
+    add_filter_fields(sb)
     return sb.build()
+
+
+def add_filter_fields(sb: tantivy.SchemaBuilder) -> None:
+    """The fields :func:`filter_query` reads (the message index's documents have them too, per commit)."""
+    for field in ("path_raw", "language", "author"):
+        sb.add_text_field(field, stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_integer_field("time", stored=False, indexed=True, fast=True)
 
 
 _SCHEMA = build_schema()  # queries built outside a search (no index at hand) name fields through it
