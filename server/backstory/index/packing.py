@@ -4,8 +4,8 @@ Why: the catalogue's largest values are short texts (a file's hunk excerpts, ~1.
 body, ~450 bytes; a commit's analysed text, ~2 KB), each compressed alone so that any one reads back alone. Alone,
 such a value repeats little of itself, so zlib found little to reuse: what repeats is across values (diff syntax,
 the project's identifiers, the words of its messages, the analysed text's JSON). A zstd dictionary holds that,
-trained once per index on its newest :data:`SAMPLE_COMMITS` commits' values: on git/git excerpts 85 -> 69 MB,
-bodies 22.5 -> 15.3 MB, analysed texts 50 -> 39 MB, for about zlib's CPU (docs/large-histories.md).
+trained once per index on its newest commits' values (:data:`SAMPLE_COMMITS`): on git/git excerpts 85 -> 71 MB,
+bodies 22.5 -> 16.4 MB, analysed texts 50 -> 40 MB, for about zlib's CPU (docs/large-histories.md).
 
 The format says itself: a value is either a zlib stream (every value before schema 15 had a dictionary, and a
 value of a kind without one yet: an index's first :data:`SAMPLE_COMMITS` commits, a short history) or a zstd
@@ -37,12 +37,14 @@ DICT_BYTES = 64 * 1024
 #: 1.0, 3.1, 5.3 and 10.4 s of CPU (zlib's level 6: 85.4 MB, 4.8 s)
 LEVEL = 9
 #: the newest commits a dictionary is trained on (their values are written before it exists: zlib), and how many
-#: the catalogue must hold first (a first run's prelude, `build._prelude`, writes git/git's newest 200 commits,
-#: ~120 of them with hunks)
+#: the catalogue must hold first: a first run's prelude (`build._prelude`) writes git/git's newest 100 commits,
+#: ~60 with hunks, and its keyword phase trains on them before its readers start. On git/git's values, trained on
+#: the newest 60 / 120 / 200 commits: excerpts 71.2 / 69.8 / 69.8 MB, bodies 16.4 / 15.5 / 15.2 MB, analysed
+#: texts 39.6 / 39.0 / 39.1 MB (zlib: 85.2, 22.4, 49.8)
 SAMPLE_COMMITS = 200
-MIN_COMMITS = 100
+MIN_COMMITS = 50
 #: values a kind's sample needs at least (zstd's trainer fails on a handful)
-MIN_SAMPLES = 64
+MIN_SAMPLES = 32
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 DDL = "CREATE TABLE IF NOT EXISTS dictionaries (kind TEXT PRIMARY KEY, id INTEGER NOT NULL, data BLOB NOT NULL)"
