@@ -37,14 +37,16 @@ DICT_BYTES = 64 * 1024
 #: 1.0, 3.1, 5.3 and 10.4 s of CPU (zlib's level 6: 85.4 MB, 4.8 s)
 LEVEL = 9
 #: the newest commits a dictionary is trained on (their values are written before it exists: zlib), and how many
-#: the catalogue must hold first: a first run's prelude (`build._prelude`) writes git/git's newest 100 commits,
-#: ~60 with hunks, and its keyword phase trains on them before its readers start. On git/git's values, trained on
-#: the newest 60 / 120 / 200 commits: excerpts 71.2 / 69.8 / 69.8 MB, bodies 16.4 / 15.5 / 15.2 MB, analysed
-#: texts 39.6 / 39.0 / 39.1 MB (zlib: 85.2, 22.4, 49.8)
+#: the catalogue must hold first: a first run's prelude (`build._prelude`) writes the newest 100 commits (git/git:
+#: ~60 with hunks; 47 at its 40,000th commit) and its keyword phase trains on them before its readers start. On
+#: git/git's values, trained on the newest 25 / 47 / 60 / 120 / 200 commits: excerpts 77.2 / 73.0 / 71.2 / 69.8 /
+#: 69.8 MB, bodies 17.3 / 16.8 / 16.4 / 15.5 / 15.2 MB, analysed texts 42.5 / 40.5 / 39.6 / 39.0 / 39.1 MB (zlib:
+#: 85.2, 22.4, 49.8). A dictionary is never replaced, so a thin first sample costs for good; waiting for a later
+#: run would leave a whole first run's values on zlib
 SAMPLE_COMMITS = 200
-MIN_COMMITS = 50
+MIN_COMMITS = 20
 #: values a kind's sample needs at least (zstd's trainer fails on a handful)
-MIN_SAMPLES = 32
+MIN_SAMPLES = 16
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 DDL = "CREATE TABLE IF NOT EXISTS dictionaries (kind TEXT PRIMARY KEY, id INTEGER NOT NULL, data BLOB NOT NULL)"
