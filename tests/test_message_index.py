@@ -7,6 +7,7 @@ that pass the filters; and a search without one to read says so."""
 from __future__ import annotations
 
 import threading
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,25 @@ def test_filters_keep_the_commits_and_the_hunks_that_pass_them(tmp_path: Path) -
     }  # fmt: skip
 
 
+def test_a_filtered_lane_is_the_lane_cut_to_the_hunks_that_pass(tmp_path: Path) -> None:
+    """Commits of several hunks each, with commits between them the query does not find: each commit found stands
+    for exactly its hunks that pass, in the unfiltered lane's order and with its scores."""
+    repo = _history(tmp_path / "r")
+    repo.commit("Retry the cache eviction twice", {
+        "client.py": "".join(f"def f{i}():\n    return {i * 7}\n\n\n" for i in range(30)),
+        "cache.py": "def evict(cache):\n    cache.clear()\n    cache.clear()\n",
+    })  # fmt: skip
+    index_repository(repo.path)
+    query = "retry cache eviction connection"
+    everything, _ = _lane(repo, query)
+    for glob in ("client.py", "cache.py", "*.py"):
+        kept, _ = _lane(repo, query, Filters(path_glob=glob))
+        places = _places(repo, everything)
+        expected = [hit for hit, (_s, path) in zip(everything, places, strict=True) if fnmatch(path, glob)]
+        assert [u for u, _ in kept] == [u for u, _ in expected], glob  # (scores: the filter's constant added)
+        assert len({s for s, _p in _places(repo, kept)}) >= 2, glob
+
+
 def test_filters_find_hunks_still_waiting_for_their_symbols(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """During a long run's symbols phase a file's hunks are in the staging index: a filtered message lane finds
     them there."""
@@ -176,7 +196,8 @@ def test_new_commits_and_purges_keep_it_current(tmp_path: Path) -> None:
         repo.path, progress=lambda phase, _d, total: totals.append(total) if phase == "message_index" else None
     )
     assert message_index.current(store) and _held(store) == _indexed(store) == 6
-    assert totals == []  # the purged commit's document deleted, the new one written in step: no sync needed
+    assert set(totals) == {1}  # the purged commit's document deleted, the new one added at the end: no rebuild
+    totals.clear()
     repo.git("reset", "-q", "--hard", "HEAD~2")  # purges only: the next hunk id does not move
     report = index_repository(
         repo.path, progress=lambda phase, _d, total: totals.append(total) if phase == "message_index" else None

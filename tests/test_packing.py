@@ -110,8 +110,10 @@ def test_the_same_history_gives_the_same_bytes(repo: Path, tmp_path: Path) -> No
 
 
 def test_another_process_reads_the_values(repo: Path, tmp_path: Path) -> None:
-    """A process that has not trained or loaded the dictionaries finds them in the catalogue it opens."""
-    index_repository(repo, index_dir=tmp_path / "i")
+    """A process that has not trained or loaded the dictionaries finds them in the catalogue it opens (at a path
+    a URI would have to escape)."""
+    index = tmp_path / "a#b %20?c"
+    index_repository(repo, index_dir=index)
     code = (
         "import sys; from pathlib import Path; from backstory.index.store import Store, read_excerpts;"
         "from backstory.index.catalog import Catalog; s = Store(Path(sys.argv[1]));"
@@ -119,8 +121,8 @@ def test_another_process_reads_the_values(repo: Path, tmp_path: Path) -> None:
         "print(sum(len(x) for v in read_excerpts(s.db, fids).values() for x in v));"
         "print(sum(len(r[0]) for r in s.db.execute('SELECT body FROM commits')))"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "i")], capture_output=True, text=True, check=True)
-    db = Store(tmp_path / "i").db
+    out = subprocess.run([sys.executable, "-c", code, str(index)], capture_output=True, text=True, check=True)
+    db = Store(index).db
     fids = [r[0] for r in db.execute("SELECT fid FROM excerpts")]
     excerpts = sum(len(x) for v in read_excerpts(db, fids).values() for x in v)
     bodies = sum(len(r[0]) for r in db.execute("SELECT body FROM commits"))
@@ -154,3 +156,18 @@ def test_values_that_are_neither_zlib_nor_zstd_are_refused() -> None:
     for junk in (b"", b"\x00garbage", packing.ZSTD_MAGIC + b"\x00\x01"):
         with pytest.raises(ValueError):
             packing.unpack(junk)
+
+
+def test_a_dictionary_trained_after_a_process_opened_the_catalogue_is_found(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A language server opened the catalogue before an indexing process trained the dictionaries: a value
+    naming one it has not met is read after looking the dictionary up there (at a path a URI must escape)."""
+    index = tmp_path / "x#y %41?z"
+    index_repository(repo, index_dir=index)
+    store = Store(index)
+    monkeypatch.setattr(packing, "_dictionaries", {})  # met none yet
+    monkeypatch.setattr(packing, "_local", type(packing._local)())
+    monkeypatch.setattr(packing, "_sources", {store.db_path.resolve()})
+    framed = [fid for fid, d in store.db.execute("SELECT fid, data FROM excerpts") if d[:4] == packing.ZSTD_MAGIC]
+    assert framed and all(read_excerpts(store.db, framed).values())

@@ -266,7 +266,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
     total = len(todo)
     messages = None
     if todo and not options.no_messages:
-        messages = message_index.Batches.start(store, cancel, progress)
+        messages = message_index.Batches.start(store, cancel)
     packer = store.packer(train=True)  # the index's dictionaries, trained now if it has become long enough
     done = 0
     if progress:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .analyzer import term_counts, term_set
-from .packing import Packer
+from .packing import ZLIB, Packer
 from .packing import unpack as unpack_value
 
 if TYPE_CHECKING:
@@ -107,9 +107,6 @@ def commit_terms(excerpts: Iterable[str], subject: str, body: str) -> CommitTerm
     return CommitTerms(counts, context, "\n".join(words), subject_terms | term_set(body), subject_terms)
 
 
-_PLAIN = Packer()  # no dictionary: zlib
-
-
 def pack(terms: CommitTerms, packer: Packer | None = None) -> bytes:
     """The stored form: compressed JSON (sorted, so the same commit always gives the same bytes; `packing`, with
     the index's dictionary when ``packer`` has one); six fields, and two more with the paths and names."""
@@ -124,7 +121,7 @@ def pack(terms: CommitTerms, packer: Packer | None = None) -> bytes:
     if terms.files is not None and terms.names is not None:
         data += [list(terms.files), sorted(terms.names)]
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return (packer or _PLAIN).pack("terms", text.encode("utf-8", "surrogatepass"))
+    return (packer or ZLIB).pack("terms", text.encode("utf-8", "surrogatepass"))
 
 
 def unpack(data: bytes) -> CommitTerms:

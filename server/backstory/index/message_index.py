@@ -14,11 +14,12 @@ purge (:func:`delete`). A document also holds what the search filters read, per 
 every path and language of its files), so a filtered search's message lane is this index's too.
 
 The state key holds the next hunk id and the number of indexed commits it was brought up to (:func:`current`).
-Whenever it is not current (a run killed between the two commits, a damaged file, a directory deleted), the next
-indexing run brings it up to date from the catalogue before it writes anything (:func:`sync`: the commits
-written since, found by their hunk ids; all of them again when its count disagrees with the catalogue's, its
-files fail their checksums or it cannot be opened; git/git: ~10 s). A search meanwhile reads what it holds (a
-document of a purged commit finds no hunks and is dropped), and says when there is none to read.
+Whenever it is not current at a run's start (a run killed between the two commits, a purge, a damaged file, a
+directory deleted), the run writes no documents with its batches and brings it up to date from the catalogue
+at its end (:func:`sync`: the commits written since, found by their hunk ids; all of them again when its count
+disagrees with the catalogue's, its files fail their checksums or it cannot be opened; git/git: ~10 s). A
+search meanwhile reads what it holds (a document of a commit not indexed finds no hunks and is dropped; a
+commit it lacks is not found by its message), and says when there is none to read.
 """
 
 from __future__ import annotations
@@ -158,19 +159,24 @@ def _add_doc(writer: tantivy.IndexWriter, d: CommitDoc) -> None:
 class Batches:
     """The message index kept in step with the keyword phase's batches (see the module's docstring).
 
-    :meth:`start` brings it up to date first; then each batch's documents are added and committed right after
-    the main index's (:meth:`add`), and the transaction that marks the batch's commits indexed records the index
-    as current (:meth:`mark`). If a write fails, it stops recording (the index is then not current) and the
-    run's closing :func:`sync` brings it up to date from the catalogue."""
+    While the index is current at the start (:meth:`start`), each batch's documents are added and committed right
+    after the main index's (:meth:`add`), and the transaction that marks the batch's commits indexed records the
+    index as current (:meth:`mark`). If it is not, or a write fails, nothing is recorded (the index is then not
+    current) and the run's closing :func:`sync` brings it up to date from the catalogue."""
 
     def __init__(self, store: Store, in_step: bool) -> None:
         self.store = store
         self.in_step = in_step
 
     @classmethod
-    def start(cls, store: Store, cancel: threading.Event | None = None, progress: Progress | None = None) -> Batches:
-        sync(store, cancel, progress)
-        return cls(store, current(store))
+    def start(cls, store: Store, cancel: threading.Event | None = None) -> Batches:
+        """In step when the index stands for the catalogue now (an empty catalogue's is made here: nothing to
+        read). One that is missing, damaged or behind is left to the run's closing :func:`sync`, which reports
+        its own phase: a repair here would report it before the history phase, which editors read as the
+        history being done."""
+        if not current(store) and int(store.db.execute(_ALL_INDEXED).fetchone()[0]) == 0:
+            sync(store, cancel)
+        return cls(store, current(store) and not damaged(store))
 
     def add(self, docs: Sequence[CommitDoc]) -> None:
         if not self.in_step or not docs:

@@ -7,12 +7,12 @@ the project's identifiers, the words of its messages, the analysed text's JSON).
 trained once per index on its newest commits' values (:data:`SAMPLE_COMMITS`): on git/git excerpts 85 -> 71 MB,
 bodies 22.5 -> 16.4 MB, analysed texts 50 -> 40 MB, for about zlib's CPU (docs/large-histories.md).
 
-The format says itself: a value is either a zlib stream (every value before schema 15 had a dictionary, and a
-value of a kind without one yet: an index's first :data:`SAMPLE_COMMITS` commits, a short history) or a zstd
-frame naming its dictionary by id. The ids are derived from the training sample, so two indexes never need
-one registry entry to mean two dictionaries; a process decompresses with the dictionaries of every catalogue it
-opened (:func:`add_source`), looked up by id when first met. Dictionaries are never replaced: a value written
-with one must stay readable.
+The format says itself: a value is either a zlib stream (every value before schema 15, and a value of a kind
+without a dictionary yet: the values written before the index had :data:`MIN_COMMITS` commits, a short
+history) or a zstd frame, with a checksum, naming its dictionary by id. The ids are derived from the
+dictionary's bytes, so one id never means two dictionaries; a process decompresses with the dictionaries of
+every catalogue it opened (:func:`open_catalogue` registers them; one trained later is looked up by id when
+first met). Dictionaries are never replaced: a value written with one must stay readable.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ LEVEL = 9
 #: 85.2, 22.4, 49.8). A dictionary is never replaced, so a thin first sample costs for good; waiting for a later
 #: run would leave a whole first run's values on zlib
 SAMPLE_COMMITS = 200
-MIN_COMMITS = 20
+MIN_COMMITS = 20  # the training threshold (git/git's 40,000th commit's prelude had 47 commits with hunks)
 #: values a kind's sample needs at least (zstd's trainer fails on a handful)
 MIN_SAMPLES = 16
 
@@ -66,7 +66,7 @@ class Packer:
         self._compressors: dict[str, zstd.ZstdCompressor] = {}
         for kind, data in self.dictionaries.items():
             d = _remember(data)
-            self._compressors[kind] = zstd.ZstdCompressor(level=LEVEL, dict_data=d, write_checksum=False)
+            self._compressors[kind] = zstd.ZstdCompressor(level=LEVEL, dict_data=d, write_checksum=True)
 
     def pack(self, kind: str, raw: bytes) -> bytes:
         compressor = self._compressors.get(kind)
@@ -94,10 +94,16 @@ def unpack(data: bytes) -> bytes:
         raise ValueError(f"a stored value cannot be decompressed ({e})") from None
 
 
-def add_source(db_path: Path) -> None:
-    """Remember a catalogue this process opened: a value naming a dictionary not met yet is looked up there."""
+def open_catalogue(db: sqlite3.Connection, db_path: Path) -> None:
+    """A catalogue this process opened: its dictionaries are registered, and a value naming a dictionary not met
+    yet (one trained since, by another process) is looked up there."""
     with _lock:
-        _sources.add(db_path)
+        _sources.add(db_path.resolve())
+    try:
+        for (data,) in db.execute("SELECT data FROM dictionaries"):
+            _remember(bytes(data))
+    except sqlite3.Error:  # an older catalogue: no dictionaries
+        pass
 
 
 def ensure_table(db: sqlite3.Connection) -> None:
@@ -126,26 +132,30 @@ def train(db: sqlite3.Connection, have: Mapping[str, bytes]) -> dict[str, bytes]
     marks = ",".join("?" * len(newest))
     queries = {
         "excerpts": f"SELECT e.data FROM excerpts e JOIN files f ON f.fid = e.fid WHERE f.sha IN ({marks})",
-        "text": f"SELECT body FROM commits WHERE sha IN ({marks})",
+        "text": f"SELECT CAST(body AS BLOB) FROM commits WHERE sha IN ({marks})",  # as stored (not decompressed)
         "terms": f"SELECT data FROM commit_terms WHERE sha IN ({marks})",
     }
     made: dict[str, bytes] = {}
     for kind in KINDS:
         if kind in have:
             continue
-        values = [v for (v,) in db.execute(queries[kind], newest)]
-        raw = [v.encode("utf-8", "surrogatepass") if isinstance(v, str) else unpack(v) for v in values]
+        raw = []
+        for (v,) in db.execute(queries[kind], newest):
+            try:
+                raw.append(unpack(v))
+            except ValueError:  # a damaged value is left out of the sample (a search reports it where it is read)
+                continue
         sample: list[bytes | bytearray | memoryview] = [s for s in sorted(raw) if s]  # in any order: the same
         if len(sample) < MIN_SAMPLES:
             continue
-        digest = hashlib.sha256(b"\0".join(bytes(s) for s in sample)).digest()
-        dict_id = 32768 + int.from_bytes(digest[:4], "big") % (2**31 - 32768)  # 1-32767 are reserved
         try:
-            d = zstd.train_dictionary(DICT_BYTES, sample, dict_id=dict_id, level=LEVEL, threads=1)
+            trained = zstd.train_dictionary(DICT_BYTES, sample, dict_id=32768, level=LEVEL, threads=1).as_bytes()
         except zstd.ZstdError as e:
             log.info("no %s dictionary yet (%s); zlib meanwhile", kind, e)
             continue
-        made[kind] = d.as_bytes()
+        # the id in the header (bytes 4-8, little-endian) from the rest of the dictionary: 1-32767 are reserved
+        dict_id = 32768 + int.from_bytes(hashlib.sha256(trained[8:]).digest()[:4], "big") % (2**31 - 32768)
+        made[kind] = trained[:4] + dict_id.to_bytes(4, "little") + trained[8:]
         db.execute("INSERT INTO dictionaries(kind, id, data) VALUES (?,?,?)", (kind, dict_id, made[kind]))
     return made
 
@@ -164,7 +174,7 @@ def _dictionary(dict_id: int) -> zstd.ZstdCompressionDict | None:
         return found
     for path in sources:
         try:
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
             try:
                 row = con.execute("SELECT data FROM dictionaries WHERE id=?", (dict_id,)).fetchone()
             finally:
@@ -174,3 +184,6 @@ def _dictionary(dict_id: int) -> zstd.ZstdCompressionDict | None:
         if row is not None:
             return _remember(bytes(row[0]))
     return None
+
+
+ZLIB = Packer()  # every value of an index without dictionaries, and of a kind without one

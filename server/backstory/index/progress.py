@@ -14,7 +14,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "merges": ("diffing merges", "merges"),
     "symbols": ("attaching symbols", "commits"),
     "texts": ("storing commit texts", "commits"),  # a long run's, after its symbols (and an older index's, once)
-    "message_index": ("indexing messages", "commits"),  # once in full, then the new commits (`message_index`)
+    "message_index": ("indexing messages", "commits"),  # only to repair it: written with the history's batches
     "dense": ("embedding", "files"),
     "messages": ("embedding messages", "commits"),
 }

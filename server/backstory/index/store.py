@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from dulwich.repo import Repo
 
 SCHEMA_VERSION = 15
-_ZLIB = packing.Packer()  # a value of a kind without a dictionary (and every value when none is given)
 MANIFEST = "manifest.json"
 DB = "catalog.sqlite"
 TANTIVY_DIR = "tantivy"
@@ -41,8 +40,9 @@ VECTORS = "vectors.usearch"
 LOCK = "write.lock"
 #: the catalogue's page size (schema 14; SQLite's default is 4,096). A stored token-state row is ~3 KB
 #: (`unit_states`), so a 4 KB page held one and wasted the rest: on git/git that table took 532 MB for 413 MB of
-#: states, 467 MB with 16 KB pages, and the whole catalogue with embeddings 904 → 814 MB. The search with
-#: embeddings measured the same within noise (p50 21.5 → 22.5 ms, p95 30.1 → 29.4 ms, alternated rounds)
+#: states, 467 MB with 16 KB pages (vacuumed; as a build left it, 550 MB until schema 15 appended its rows), and
+#: the whole catalogue with embeddings 904 → 814 MB. The search with embeddings measured the same within noise
+#: (p50 21.5 → 22.5 ms, p95 30.1 → 29.4 ms, alternated rounds)
 PAGE_SIZE = 16384
 
 _DDL = """
@@ -92,11 +92,14 @@ def pack_text(text: str, packer: packing.Packer | None = None) -> bytes:
     messages, 22.5 MB with zlib, 15.3 MB with the index's dictionary). Every read gets text back through the
     converter registered below, so no reader changes (a column must be selected as is, not inside an
     expression, for its declared type to apply)."""
-    return (packer or _ZLIB).pack("text", text.encode("utf-8", "surrogatepass"))
+    return (packer or packing.ZLIB).pack("text", text.encode("utf-8", "surrogatepass"))
 
 
 def _unpack_text(data: bytes) -> str:
-    return packing.unpack(data).decode("utf-8", "surrogatepass")
+    try:
+        return packing.unpack(data).decode("utf-8", "surrogatepass")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"the index catalogue is damaged ({e}); run `backstory index --rebuild`") from None
 
 
 def pack_excerpts(excerpts: Sequence[str], packer: packing.Packer | None = None) -> bytes | None:
@@ -111,7 +114,7 @@ def pack_excerpts(excerpts: Sequence[str], packer: packing.Packer | None = None)
     if not excerpts:
         return None
     head = " ".join(str(len(e)) for e in excerpts)
-    return (packer or _ZLIB).pack("excerpts", f"{head}\n{''.join(excerpts)}".encode("utf-8", "surrogatepass"))
+    return (packer or packing.ZLIB).pack("excerpts", f"{head}\n{''.join(excerpts)}".encode("utf-8", "surrogatepass"))
 
 
 def unpack_excerpts(data: bytes) -> list[str]:
@@ -267,7 +270,7 @@ class Store:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_DDL)
-                packing.add_source(self.db_path)
+                packing.open_catalogue(conn, self.db_path)
             except sqlite3.DatabaseError as e:
                 raise StoreError(f"the index catalogue is corrupt ({e}); run `backstory index --rebuild`") from None
             conn.row_factory = sqlite3.Row

@@ -113,7 +113,7 @@ def next_step(status: dict[str, Any]) -> str:
     if pending.get("symbols"):
         todo.append(f"attach symbols to {pending['symbols']:,} file change(s)")
     if pending.get("message_index"):
-        todo.append(f"index the messages of {pending['message_index']:,} commit(s) one by one (faster searches)")
+        todo.append(f"index the messages of {pending['message_index']:,} commit(s) (the message lane)")
     if pending.get("texts"):
         todo.append(f"store or check the analysed text of {pending['texts']:,} commit(s) (faster searches)")
     unreadable = pending.get("unreadable_merges") or 0

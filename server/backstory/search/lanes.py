@@ -124,13 +124,25 @@ class Lanes:
             return []
         of_hits = shas_query(firsts[h.uid]["sha"] for h in hits)
         passing = tantivy.Query.boolean_query([(tantivy.Occur.Must, of_hits), (tantivy.Occur.Must, fq)])
-        uids = sorted(u for searcher in hunk_indexes for u in filter_uids(searcher, passing, FILTERED_HUNKS))
+        uids = self._passing(hunk_indexes, passing)
+        if len(uids) >= FILTERED_HUNKS:  # some hit commits' hunks may be cut: each commit's own, best first
+            uids = set()
+            for h in hits:
+                both = [(tantivy.Occur.Must, shas_query([firsts[h.uid]["sha"]])), (tantivy.Occur.Must, fq)]
+                uids |= self._passing(hunk_indexes, tantivy.Query.boolean_query(both))
         # a commit's hunk ids are one run from its first: each passing hunk is the hit's that starts last before it
         starts = sorted(h.uid for h in hits)
         owned: dict[int, list[int]] = {}
-        for uid in uids:
-            owned.setdefault(starts[bisect.bisect_right(starts, uid) - 1], []).append(uid)
+        for uid in sorted(uids):
+            at = bisect.bisect_right(starts, uid) - 1
+            if at >= 0:
+                owned.setdefault(starts[at], []).append(uid)
         return [(uid, h.score) for h in hits for uid in owned.get(h.uid, [])][:LANE_TOP]
+
+    @staticmethod
+    def _passing(hunk_indexes: list[tantivy.Searcher], query: tantivy.Query) -> set[int]:
+        """The hunks ``query`` finds in the hunk indexes (a hunk the symbols phase is moving can be in both)."""
+        return {u for searcher in hunk_indexes for u in filter_uids(searcher, query, FILTERED_HUNKS)}
 
     def fused(
         self,

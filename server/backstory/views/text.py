@@ -330,7 +330,7 @@ def status_lines(status: dict[str, Any], now: float | None = None) -> list[tuple
             rows.append(
                 (
                     "message index",
-                    f"{pending['message_index']:,} commits' messages not indexed alone yet (searches are slower)",
+                    f"{pending['message_index']:,} commits' messages not searchable yet (the message lane's index)",
                 )
             )
         if pending.get("texts"):
