@@ -49,7 +49,6 @@ MIN_COMMITS = 20  # the training threshold (git/git's 40,000th commit's prelude 
 MIN_SAMPLES = 16
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-DDL = "CREATE TABLE IF NOT EXISTS dictionaries (kind TEXT PRIMARY KEY, id INTEGER NOT NULL, data BLOB NOT NULL)"
 
 _lock = threading.Lock()
 _dictionaries: dict[int, zstd.ZstdCompressionDict] = {}  # by id: every dictionary this process has met
@@ -104,10 +103,6 @@ def open_catalogue(db: sqlite3.Connection, db_path: Path) -> None:
             _remember(bytes(data))
     except sqlite3.Error:  # an older catalogue: no dictionaries
         pass
-
-
-def ensure_table(db: sqlite3.Connection) -> None:
-    db.execute(DDL)
 
 
 def load(db: sqlite3.Connection) -> dict[str, bytes]:
