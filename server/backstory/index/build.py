@@ -267,7 +267,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
     messages = None
     if todo and not options.no_messages:
         messages = message_index.Batches.start(store, cancel)
-    packer = store.packer(train=True)  # the index's dictionaries, trained now if it has become long enough
+    packer = store.packer(train=bool(todo))  # the index's dictionaries, trained now if it has become long enough
     done = 0
     if progress:
         progress("history", 0, total)
@@ -423,12 +423,9 @@ def _write_batch(
         texts = prepared(cd, options.no_messages)
         n = sum(len(f.hunks) for f in cd.files)
         if messages is not None and n:
-            commit_docs.append(message_index.CommitDoc(
-                sha=c.sha, uid=uid, hunks=n, message=texts.message,
-                paths=list(dict.fromkeys(p for f in cd.files for p in (f.path, f.old_path))),
-                languages=sorted({f.language or "" for f in cd.files}),
-                author=f"{c.author_name} <{c.author_email}>".lower(), time=c.author_time,
-            ))  # fmt: skip
+            files = [(f.path, f.old_path, f.language) for f in cd.files]
+            author = f"{c.author_name} <{c.author_email}>"
+            commit_docs.append(message_index.commit_doc(c.sha, uid, n, texts.message, files, author, c.author_time))
         per_file = hunk_docs(cd, first_uids(cd, uid), options.no_messages)
         for f, ft, file_docs in zip(cd.files, texts.files, per_file, strict=True):
             waits = later and f.language in supported  # staged until the symbols phase moves it

@@ -139,6 +139,19 @@ class CommitDoc:
     time: int  # author time
 
 
+def commit_doc(
+    sha: str, uid: int, hunks: int, message: str, files: Iterable[tuple[str, str, str | None]], author: str, when: int
+) -> CommitDoc:
+    """A commit's document from its ``files`` (path, old path, language) and author ("name <email>"), the way
+    the main index's hunk documents have them (the keyword phase and :func:`sync` both build them here)."""
+    files = list(files)
+    return CommitDoc(
+        sha=sha, uid=uid, hunks=hunks, message=message,
+        paths=list(dict.fromkeys(p for path, old, _lang in files for p in (path, old))),
+        languages=sorted({lang or "" for _p, _o, lang in files}), author=author.lower(), time=int(when),
+    )  # fmt: skip
+
+
 def _add_doc(writer: tantivy.IndexWriter, d: CommitDoc) -> None:
     """Replace the commit's document (a killed run may have left one)."""
     writer.delete_documents_by_term("sha", d.sha)
@@ -353,16 +366,11 @@ def _add(
             ):
                 files.setdefault(sha, []).append((path, old_path, language))
             for sha, subject, body, name, email, when in rows:
-                changed = files.get(sha, [])
-                _add_doc(
-                    writer,
-                    CommitDoc(
-                        sha=sha, uid=runs[sha][0], hunks=runs[sha][1], message=code_text(f"{subject}\n{body}"),
-                        paths=list(dict.fromkeys(p for path, old, _l in changed for p in (path, old))),
-                        languages=sorted({lang or "" for _p, _o, lang in changed}),
-                        author=f"{name} <{email}>".lower(), time=int(when),
-                    ),
+                doc = commit_doc(
+                    sha, runs[sha][0], runs[sha][1], code_text(f"{subject}\n{body}"), files.get(sha, []),
+                    f"{name} <{email}>", when,
                 )  # fmt: skip
+                _add_doc(writer, doc)
             added += len(rows)
             if progress:
                 progress("message_index", min(start + ADD_BATCH, len(shas)), len(shas))

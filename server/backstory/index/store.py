@@ -299,8 +299,9 @@ class Store:
         """A :class:`packing.Packer` with the catalogue's dictionaries; ``train``: first train those the
         catalogue can train now (`packing.train`: once it holds enough history; an indexing run, under the write
         lock, where it starts writing compressed values). Each caller gets its own (one per thread)."""
-        if not train:
-            return packing.Packer(packing.load(self.db))
+        have = packing.load(self.db)
+        if not train or set(have) >= set(packing.KINDS):  # (trained once for good: no write transaction)
+            return packing.Packer(have)
         with self.transaction() as db:
             have = packing.load(db)
             have.update(packing.train(db, have))
