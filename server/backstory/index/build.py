@@ -9,32 +9,37 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import tantivy
 from dulwich.repo import Repo
 
-from .. import symbols
 from ..history import libgit
 from ..history.model import CommitDiff, CommitInfo
 from ..history.policy import PathPolicy
 from ..history.repo import head_sha, open_repo, read_head_file, worktree_root
-from . import commit_terms, integrity, memory, merge_diffs, message_index, relations, symbols_phase, texts_phase
+from . import (
+    batch_writer,
+    commit_terms,
+    integrity,
+    memory,
+    merge_diffs,
+    message_index,
+    relations,
+    symbols_phase,
+    texts_phase,
+)
 from .catalog import UNREADABLE_MERGES, Catalog
 from .graph import RUN_HEAD, RUN_TOTAL, SCOPE_BRANCHES, deepened, holds_branches, reachable
 from .packing import Packer
 from .parallel import read_all
-from .prepare import first_uids, hunk_docs, prepared
 from .progress import Progress
-from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso, pack_text, store_for
-from .symbols_phase import PENDING
-from .text_index import HunkDoc, add_docs, open_index
+from .store import IndexBusy, RebuildNeeded, Store, StoreError, new_manifest, now_iso, store_for
+from .text_index import open_index
 
 BATCH_COMMITS = int(os.environ.get("BACKSTORY_INDEX_BATCH", "200"))  # commits in the first durable batch
 BATCH_HUNKS = 4000
@@ -215,7 +220,7 @@ def _update(repo, store, index, head, options, policy, report, progress, cancel)
                 store.set_state(db, RUN_HEAD, "")
                 store.set_state(db, "indexed_at", now_iso())
         if stale:
-            _purge(store, writer, staging, stale)
+            batch_writer.purge(store, writer, staging, stale)
             report.purged_commits = len(stale)
         if todo and not tips:  # from here on the catalogue holds only commits reachable from head (graph.RUN_HEAD)
             kept = Catalog.of(store).indexed_count()
@@ -290,7 +295,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
         if isinstance(item, CommitDiff):
             batch_hunks += sum(len(f.hunks) for f in item.files)
         if len(batch) >= BATCH_COMMITS * growth or batch_hunks >= BATCH_HUNKS * growth:
-            _write_batch(store, writer, staging, batch, options, report, not inline, messages, packer)
+            _write(store, writer, staging, batch, options, report, not inline, messages, packer)
             done += len(batch)
             batch, batch_hunks = [], 0
             growth = min(growth * 2, BATCH_GROWTH_MAX)
@@ -298,7 +303,7 @@ def _keyword_phase(repo, store, writer, staging, todo, policy, options, report, 
             if progress:
                 progress("history", done, total)
     if batch:
-        _write_batch(store, writer, staging, batch, options, report, not inline, messages, packer)
+        _write(store, writer, staging, batch, options, report, not inline, messages, packer)
         done += len(batch)
         if progress:
             progress("history", done, total)
@@ -316,171 +321,19 @@ def _prelude(repo, store, writer, staging, head, policy, options, report, cancel
     texts_phase.defer(store)
     batch: list[CommitDiff | CommitInfo] = list(read_all(repo, newest, policy, False, options.no_messages, terms=False))
     messages = None if options.no_messages else message_index.Batches.start(store, cancel)
-    _write_batch(store, writer, staging, batch, options, report, True, messages, Packer())  # no dictionary yet
+    _write(store, writer, staging, batch, options, report, True, messages, Packer())  # no dictionary yet
     with store.transaction() as db:  # all of HEAD's so far; how many more is known once the walk is done
         store.set_state(db, RUN_TOTAL, "")
         store.set_state(db, RUN_HEAD, head)
 
 
-def _purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Staging, shas: Iterable[str]) -> None:
-    shas = list(shas)
-    with store.transaction() as db:  # first no longer trusted (their hunks and documents go next, in that order)
-        db.executemany("UPDATE commits SET state='pending' WHERE sha=?", [(sha,) for sha in shas])
-    for sha in shas:
-        writer.delete_documents_by_term("sha", sha)
-    writer.commit()
-    staging.delete(shas)
-    staging.commit()
-    message_index.delete(store, shas)
-    with store.transaction() as db:
-        _forget_rows(db, shas)
-        for sha in shas:
-            db.execute("DELETE FROM commits WHERE sha=?", (sha,))
-        relations.purge(db, shas)
-        orphans = "SELECT fid FROM files WHERE embedded<>-1 AND sha NOT IN (SELECT sha FROM commits)"
-        db.execute(f"DELETE FROM excerpts WHERE fid IN ({orphans})")
-        db.execute(f"DELETE FROM files WHERE fid IN ({orphans})")
-
-
-def _with_rows(db: sqlite3.Connection, shas: list[str]) -> list[str]:
-    """Those of ``shas`` that have file rows (one lookup a chunk: a batch's commits almost never do)."""
-    found: list[str] = []
-    for start in range(0, len(shas), 500):
-        chunk = shas[start : start + 500]
-        sql = f"SELECT DISTINCT sha FROM files WHERE sha IN ({','.join('?' * len(chunk))})"
-        found += [r[0] for r in db.execute(sql, chunk)]
-    return found
-
-
-def _forget_rows(db: sqlite3.Connection, shas: Iterable[str]) -> None:
-    """Drop the catalogue's rows of these commits' changes (not the commit rows). Files that were embedded stay
-    as tombstones (embedded=-1) until the dense phase removes their vectors."""
-    for sha in shas:
-        db.execute("UPDATE files SET embedded=-1 WHERE sha=? AND embedded=1", (sha,))
-        db.execute("DELETE FROM hunks WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
-        db.execute("DELETE FROM excerpts WHERE fid IN (SELECT fid FROM files WHERE sha=?)", (sha,))
-        db.execute("DELETE FROM files WHERE sha=? AND embedded<>-1", (sha,))
-        db.execute("DELETE FROM merge_paths WHERE sha=?", (sha,))
-        db.execute("DELETE FROM merges_unlisted WHERE sha=?", (sha,))
-        db.execute("DELETE FROM commit_terms WHERE sha=?", (sha,))
-
-
-def _commit_row(c: CommitInfo, state: str, packer: Packer) -> tuple[Any, ...]:
-    return (
-        c.sha, json.dumps(list(c.parents)), c.subject, pack_text(c.body, packer), c.author_name, c.author_email,
-        c.author_time, c.author_tz, c.commit_time, c.commit_tz, int(c.is_merge), state,
+def _write(store, writer, staging, batch, options, report, defer, messages, packer) -> None:  # type: ignore[no-untyped-def]
+    """One batch written (``defer``: symbols come in their own phase), counted in ``report``."""
+    written = batch_writer.write_batch(
+        store, writer, staging, batch, no_messages=options.no_messages, symbols_later=options.symbols and defer,
+        messages=messages, packer=packer,
     )  # fmt: skip
-
-
-def _write_batch(
-    store: Store,
-    writer: tantivy.IndexWriter,
-    staging: symbols_phase.Staging,
-    batch: list[CommitDiff | CommitInfo],
-    options: BuildOptions,
-    report: IndexReport,
-    defer: bool,
-    messages: message_index.Batches | None,
-    packer: Packer,
-) -> None:
-    """``defer``: symbols are attached later (`symbols_phase`): the documents of files waiting for them go to
-    the staging index, the rest to the main one. Otherwise symbols were read inline: everything goes to the main
-    index. ``messages``: the message index, written in step (None for a message-blind index); ``packer``: how
-    the commits' bodies are compressed (the readers compressed the rest)."""
-    infos = [b.commit if isinstance(b, CommitDiff) else b for b in batch]
-    diffs = [b for b in batch if isinstance(b, CommitDiff)]
-    n_hunks = sum(len(f.hunks) for cd in diffs for f in cd.files)
-    n_files = sum(len(cd.files) for cd in diffs)
-    # 1. commits become pending and ids are reserved (durable before Tantivy sees anything). Both are handed out
-    # in file then hunk order, so within a commit uid order is (fid, idx) order: catalogue reads rely on it to get
-    # hunk order from the files_sha and hunks_fid indexes without a sort (Catalog.commit_hunk_texts)
-    with store.transaction() as db:
-        # what a purge killed before it deleted the rows of a commit left (it was reachable again since): its
-        # hunks would stand beside the new ones (none otherwise: rows come last, in one transaction)
-        _forget_rows(db, _with_rows(db, [c.sha for c in infos]))
-        db.executemany(
-            "INSERT OR REPLACE INTO commits(sha, parents, subject, body, author_name, author_email, author_time,"
-            " author_tz, commit_time, commit_tz, is_merge, state) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [_commit_row(c, "pending", packer) for c in infos],
-        )
-        uid = store.reserve_uids(db, n_hunks)
-        fid = int(store.get_state("next_fid", "1") or 1)
-        store.set_state(db, "next_fid", str(fid + n_files))
-    # 2. Tantivy: drop whatever a killed run left for these commits, add the hunks, commit
-    for c in infos:
-        writer.delete_documents_by_term("sha", c.sha)
-    staging.delete([c.sha for c in infos])  # a killed run may have staged them
-    docs: list[HunkDoc] = []
-    staged: list[HunkDoc] = []
-    hunk_rows: list[tuple[Any, ...]] = []
-    file_rows: list[tuple[Any, ...]] = []
-    excerpt_rows: list[tuple[int, bytes]] = []
-    commit_docs: list[message_index.CommitDoc] = []
-    later = options.symbols and defer  # supported files get their symbols in the symbols phase
-    supported = symbols.supported_languages()
-    for cd in diffs:
-        c = cd.commit
-        texts = prepared(cd, options.no_messages)
-        n = sum(len(f.hunks) for f in cd.files)
-        if messages is not None and n:
-            files = [(f.path, f.old_path, f.language) for f in cd.files]
-            author = f"{c.author_name} <{c.author_email}>"
-            commit_docs.append(message_index.commit_doc(c.sha, uid, n, texts.message, files, author, c.author_time))
-        per_file = hunk_docs(cd, first_uids(cd, uid), options.no_messages)
-        for f, ft, file_docs in zip(cd.files, texts.files, per_file, strict=True):
-            waits = later and f.language in supported  # staged until the symbols phase moves it
-            (staged if waits else docs).extend(file_docs)
-            parsed = PENDING if waits else int(f.parsed)
-            file_rows.append((fid, c.sha, f.path, f.old_path, f.change, f.language, parsed, c.author_time))
-            if ft.excerpts is not None:
-                excerpt_rows.append((fid, ft.excerpts))
-            for i, h in enumerate(f.hunks):
-                symbols_json = json.dumps([[s.name, s.kind, s.start, s.end] for s in h.symbols])
-                hunk_rows.append(
-                    (uid, fid, i, h.old_start, h.old_lines, h.new_start, h.new_lines, int(h.truncated),
-                     symbols_json, h.ops)
-                )  # fmt: skip
-                uid += 1
-            fid += 1
-    add_docs(writer, docs)
-    writer.commit()
-    if staged:
-        add_docs(staging.writer(), staged)
-    staging.commit()  # its deletes and documents, if it is open
-    if messages is not None:
-        messages.add(commit_docs)
-    # 3. the catalogue says "indexed" only once Tantivy has committed
-    stamp = time.time()
-    with store.transaction() as db:
-        db.executemany(
-            "INSERT INTO files(fid, sha, path, old_path, change, language, parsed, author_time)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            file_rows,
-        )
-        db.executemany("INSERT INTO excerpts(fid, data) VALUES (?,?)", excerpt_rows)
-        db.executemany(
-            "INSERT INTO hunks(uid, fid, idx, old_start, old_lines, new_start, new_lines, truncated, symbols, ops)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            hunk_rows,
-        )
-        db.executemany(  # their paths and blocks: the merges phase (`merge_diffs.fill`)
-            "INSERT OR IGNORE INTO merges_unlisted(sha) VALUES (?)", [(c.sha,) for c in infos if c.is_merge]
-        )
-        relations.record(db, infos, [(cd.commit.sha, prepared(cd, options.no_messages).patch) for cd in diffs])
-        db.executemany(
-            commit_terms.STORE_ROWS,
-            [(cd.commit.sha, terms) for cd in diffs if (terms := prepared(cd, options.no_messages).terms) is not None],
-        )
-        marks = []
-        for b in batch:
-            cd_skipped = b.skipped if isinstance(b, CommitDiff) else {}
-            count = sum(len(f.hunks) for f in b.files) if isinstance(b, CommitDiff) else 0
-            sha = b.commit.sha if isinstance(b, CommitDiff) else b.sha
-            marks.append((stamp, count, json.dumps(cd_skipped, sort_keys=True), sha))
-            for k, v in cd_skipped.items():
-                report.skipped[k] = report.skipped.get(k, 0) + v
-        db.executemany("UPDATE commits SET state='indexed', indexed_at=?, n_hunks=?, skipped=? WHERE sha=?", marks)
-        if messages is not None:
-            messages.mark(db)
-    report.new_commits += len(infos)
-    report.hunks += n_hunks
+    report.new_commits += written.commits
+    report.hunks += written.hunks
+    for k, v in written.skipped.items():
+        report.skipped[k] = report.skipped.get(k, 0) + v

@@ -274,7 +274,7 @@ class Catalog:
 
     def first_hunks_of(self, shas: Sequence[str], per: int) -> dict[str, list[int]]:
         """Each commit's first ``per`` hunk uids, in hunk order (by file, then position, which is uid order within
-        a file: see ``_write_batch``). One statement, but each commit's read stops after ``per`` hunks (the
+        a file: see ``batch_writer.write_batch``). One statement, but each commit's read stops after ``per`` hunks (the
         files_sha and hunks_fid indexes give that order without a sort; ``group_concat`` promises no order, uid
         order is hunk order within a commit): reading every hunk of the message lane's 100 commits to keep three
         cost 2-7 ms a search on git/git, where some commits have thousands of hunks."""
@@ -342,14 +342,14 @@ class Catalog:
 
     def commit_paths(self, sha: str) -> list[str]:
         """The paths of a commit's file changes, in file order; not the tombstones a purge of an earlier copy of
-        the commit left for the dense phase (`build._forget_rows`)."""
+        the commit left for the dense phase (`batch_writer.forget_rows`)."""
         sql = "SELECT path FROM files WHERE sha=? AND embedded <> -1 ORDER BY fid"
         return [r[0] for r in self._db.execute(sql, (sha,))]
 
     def commit_hunk_texts(self, sha: str, limit: int) -> list[tuple[str, str, str]]:
         """(path, excerpt, symbols JSON) of a commit's first ``limit`` hunks. (fid, uid) is uid order within a
-        commit (see ``_write_batch``) and the order the two indexes give: the read stops after ``limit`` rows
-        instead of sorting every hunk of a large commit."""
+        commit (see ``batch_writer.write_batch``) and the order the two indexes give: the read stops after
+        ``limit`` rows instead of sorting every hunk of a large commit."""
         sql = (
             "SELECT f.path, f.fid, h.idx, h.symbols FROM files f JOIN hunks h ON h.fid = f.fid WHERE f.sha=?"
             " ORDER BY f.fid, h.uid LIMIT ?"

@@ -162,7 +162,7 @@ def backfill(db: sqlite3.Connection) -> int:
         truncated = False
         sql = (
             "SELECT f.path, f.old_path, h.ops, f.fid, h.idx, h.truncated FROM files f JOIN hunks h ON h.fid = f.fid"
-            " WHERE f.sha=? ORDER BY f.fid, h.uid"  # uid order (see build._write_batch), without a sort
+            " WHERE f.sha=? ORDER BY f.fid, h.uid"  # uid order (see batch_writer.write_batch), without a sort
         )
         rows = db.execute(sql, (sha,)).fetchall()
         try:
