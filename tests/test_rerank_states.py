@@ -15,6 +15,7 @@ from backstory.history.repo import open_repo
 from backstory.index import unit_states
 from backstory.index.build import index_repository, store_for
 from backstory.index.dense_build import embed_pending, unit_passages
+from backstory.index.packing import ZSTD_MAGIC
 from backstory.index.store import StoreError
 from backstory.models import Embedder, MaxSimReranker, resolve_model
 from backstory.models.states import COMPONENTS, MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
@@ -127,7 +128,9 @@ def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedde
     fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1 ORDER BY fid")]
     blobs = unit_states.get(db, fids)
     assert sorted(blobs) == fids  # every embedded unit has its states
-    assert unit_states.size_bytes(db) == sum(len(b) for b in blobs.values())
+    rows = dict(db.execute("SELECT fid, states FROM unit_states").fetchall())
+    assert all(r[:4] == ZSTD_MAGIC and unit_states.unpack(r) == blobs[f] for f, r in rows.items())  # compressed
+    assert unit_states.size_bytes(db) == sum(len(r) for r in rows.values()) < sum(len(b) for b in blobs.values())
     engine = Engine(path, models=ModelConfig(dense=False, reranker="none"))
     assert engine.status()["states_bytes"] == unit_states.size_bytes(db) > 0  # `backstory status` shows it
     engine.close()
@@ -144,6 +147,23 @@ def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedde
     scores = {r["commit"]["sha"]: r["why"]["rerank"] for r in stored["results"]}
     assert all(isinstance(s, float) for s in scores.values())
     assert engine.search(query, SearchOptions())["results"] == stored["results"]  # deterministic
+
+    # rows an older version stored raw read back the same
+    with store.transaction() as tx:
+        tx.executemany("UPDATE unit_states SET states=? WHERE fid=?", [(b, f) for f, b in blobs.items()])
+    assert unit_states.get(db, fids) == blobs
+    assert _engine(path, embedder).search(query, SearchOptions())["results"] == stored["results"]
+
+    # a damaged row is scored from the model, and the search says nothing is lost: the same scores
+    top_fids = [
+        db.execute("SELECT fid FROM files WHERE sha=?", (r["commit"]["sha"],)).fetchone()[0] for r in stored["results"]
+    ]
+    packed = unit_states.pack(blobs[top_fids[0]])
+    with store.transaction() as tx:
+        tx.execute("UPDATE unit_states SET states=? WHERE fid=?", (packed[:-6] + b"\0" * 6, top_fids[0]))
+    assert top_fids[0] not in unit_states.get(db, top_fids)
+    damaged = _engine(path, embedder).search(query, SearchOptions())
+    assert {r["commit"]["sha"]: r["why"]["rerank"] for r in damaged["results"]} == scores
 
     # without the stored rows the rerank runs the model over the same units: identical scores
     with store.transaction() as tx:
