@@ -17,7 +17,8 @@ from backstory.cli import EXIT_ERROR
 from backstory.history.repo import open_repo
 from backstory.index.build import index_repository
 from backstory.index.relations import patch_ids
-from backstory.index.store import PAGE_SIZE, pack_excerpts, store_for, unpack_excerpts
+from backstory.index.store import PAGE_SIZE, store_for
+from backstory.index.values import pack_excerpts, unpack_excerpts
 from backstory.search import health
 from backstory.search.engine import Engine
 from gitrepo import GitRepo, merge_missing_a_tree

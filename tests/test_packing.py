@@ -17,7 +17,8 @@ from backstory.history.repo import open_repo
 from backstory.index import packing
 from backstory.index.build import index_repository, store_for
 from backstory.index.catalog import Catalog
-from backstory.index.store import Store, StoreError, read_excerpts
+from backstory.index.store import Store, StoreError
+from backstory.index.values import read_excerpts
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo, fast_import
@@ -115,7 +116,8 @@ def test_another_process_reads_the_values(repo: Path, tmp_path: Path) -> None:
     index = tmp_path / "a#b %20?c"
     index_repository(repo, index_dir=index)
     code = (
-        "import sys; from pathlib import Path; from backstory.index.store import Store, read_excerpts;"
+        "import sys; from pathlib import Path; from backstory.index.store import Store;"
+        "from backstory.index.values import read_excerpts;"
         "from backstory.index.catalog import Catalog; s = Store(Path(sys.argv[1]));"
         "fids = [r[0] for r in s.db.execute('SELECT fid FROM excerpts')];"
         "print(sum(len(x) for v in read_excerpts(s.db, fids).values() for x in v));"

@@ -23,7 +23,7 @@ from typing import Any
 from ..history.libgit import walk
 from ..history.repo import head_sha, open_repo
 from ..index.build import BuildOptions, index_repository
-from ..index.store import read_excerpts
+from ..index.values import read_excerpts
 from ..search.engine import Engine
 from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions
 from . import pr_titles

@@ -21,9 +21,10 @@ from ..history.model import CommitDiff, CommitInfo
 from . import commit_terms, message_index, relations, symbols_phase
 from .packing import Packer
 from .prepare import first_uids, hunk_docs, prepared
-from .store import Store, pack_text
+from .store import Store
 from .symbols_phase import PENDING
 from .text_index import HunkDoc, add_docs
+from .values import pack_text
 
 
 @dataclass

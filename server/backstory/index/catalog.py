@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 from ..models.passages import file_passage
 from ..models.states import StateCodec
 from . import commit_terms, integrity, relations, unit_states
-from .store import Store, StoreError, read_excerpts
+from .store import Store, StoreError
+from .values import read_excerpts
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,8 +18,8 @@ from . import commit_terms
 from .analyzer import code_text
 from .packing import Packer
 from .relations import patch_ids
-from .store import pack_excerpts
 from .text_index import HunkDoc, distinct_tokens
+from .values import pack_excerpts
 
 
 @by_position

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from ..history.model import CommitInfo
-from .store import read_excerpts
+from .values import read_excerpts
 
 DDL = """
 CREATE TABLE IF NOT EXISTS patch_ids (

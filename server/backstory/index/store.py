@@ -11,20 +11,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
-import errno
-import fcntl
 import json
 import os
 import shutil
 import sqlite3
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from . import packing
+from . import lock, packing  # values: registers the ZTEXT columns' converter
+from .errors import IndexBusy as IndexBusy
+from .errors import RebuildNeeded as RebuildNeeded
+from .errors import StoreError
 
 if TYPE_CHECKING:
     from dulwich.repo import Repo
@@ -85,88 +85,6 @@ CREATE TABLE IF NOT EXISTS commit_terms (sha TEXT PRIMARY KEY, data BLOB NOT NUL
 -- the zstd dictionaries of the compressed values, one a kind (index/packing.py; schema 15)
 CREATE TABLE IF NOT EXISTS dictionaries (kind TEXT PRIMARY KEY, id INTEGER NOT NULL, data BLOB NOT NULL);
 """
-
-
-def pack_text(text: str, packer: packing.Packer | None = None) -> bytes:
-    """How a ``ZTEXT`` column stores text: compressed UTF-8 (`packing`; commit bodies: 37.5 MB of git/git's
-    messages, 22.5 MB with zlib, 15.3 MB with the index's dictionary). Every read gets text back through the
-    converter registered below, so no reader changes (a column must be selected as is, not inside an
-    expression, for its declared type to apply)."""
-    return (packer or packing.ZLIB).pack("text", text.encode("utf-8", "surrogatepass"))
-
-
-def _unpack_text(data: bytes) -> str:
-    try:
-        return packing.unpack(data).decode("utf-8", "surrogatepass")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"the index catalogue is damaged ({e}); run `backstory index --rebuild`") from None
-
-
-def pack_excerpts(excerpts: Sequence[str], packer: packing.Packer | None = None) -> bytes | None:
-    """How the ``excerpts`` table stores a file's hunk excerpts, in hunk order: one compressed value (`packing`)
-    of their lengths (one line) and their texts, None for a file without hunks.
-
-    Why one value a file and not one a hunk (as until schema 13): excerpts are the catalogue's largest column, and a
-    hunk's excerpt alone (~600 bytes on git/git) is too short for zlib to find much to reuse: git/git's 408,000
-    excerpts took 118 MB compressed one by one, 84 MB compressed a file at a time (249 MB raw). A reader of one
-    hunk decompresses its file's (~1.8 KB raw on average), once for all the hunks of the file it reads
-    (:func:`read_excerpts`)."""
-    if not excerpts:
-        return None
-    head = " ".join(str(len(e)) for e in excerpts)
-    return (packer or packing.ZLIB).pack("excerpts", f"{head}\n{''.join(excerpts)}".encode("utf-8", "surrogatepass"))
-
-
-def unpack_excerpts(data: bytes) -> list[str]:
-    """:func:`pack_excerpts`'s inverse; ``ValueError`` when ``data`` is not such a value (a damaged catalogue)."""
-    try:
-        text = packing.unpack(data).decode("utf-8", "surrogatepass")
-        head, _, body = text.partition("\n")
-        out: list[str] = []
-        at = 0
-        for n in map(int, head.split()):
-            out.append(body[at : at + n])
-            at += n
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"not a file's stored excerpts ({e})") from None
-    if at != len(body):
-        raise ValueError("not a file's stored excerpts (their lengths do not add up)")
-    return out
-
-
-def read_excerpts(db: sqlite3.Connection, fids: Iterable[int]) -> dict[int, list[str]]:
-    """The stored excerpts of each of ``fids`` that has any (:func:`unpack_excerpts`; ``ValueError`` when one
-    is damaged), in one query a few hundred files. Decompressed here, in Python, and not by an SQL function
-    inside the query: the catalogue's connection is shared by the language server's threads, and SQLite
-    calling back into Python while it holds the connection's lock deadlocked against a thread that held the
-    interpreter's lock and asked SQLite for something (a hover and a history request, in the LSP tests)."""
-    out: dict[int, list[str]] = {}
-    todo = sorted(set(fids))
-    for i in range(0, len(todo), 500):
-        chunk = todo[i : i + 500]
-        sql = f"SELECT fid, data FROM excerpts WHERE fid IN ({','.join('?' * len(chunk))})"
-        for fid, data in db.execute(sql, chunk):
-            out[int(fid)] = unpack_excerpts(data)
-    return out
-
-
-sqlite3.register_converter("ZTEXT", _unpack_text)
-
-
-class StoreError(Exception):
-    """The store cannot be used as it is; the message says what to run."""
-
-
-class RebuildNeeded(StoreError):
-    """The index was built differently (schema, options, model) and must be rebuilt to be trusted."""
-
-
-class IndexBusy(StoreError):
-    """Another process is writing the index; ``holder`` names it ("pid 123")."""
-
-    def __init__(self, message: str, holder: str = "another process") -> None:
-        super().__init__(message)
-        self.holder = holder
 
 
 def now_iso() -> str:
@@ -264,7 +182,7 @@ class Store:
             try:
                 conn = sqlite3.connect(
                     self.db_path, timeout=30, isolation_level=None, check_same_thread=False,
-                    detect_types=sqlite3.PARSE_DECLTYPES,  # ZTEXT columns read back as text (see `pack_text`)
+                    detect_types=sqlite3.PARSE_DECLTYPES,  # ZTEXT columns read back as text (see `values.pack_text`)
                 )  # fmt: skip
                 conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new catalogue only (before WAL and tables)
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -396,80 +314,12 @@ class Store:
     # -- writer lock ------------------------------------------------------------------------------------------
 
     def writer_pid(self) -> int | None:
-        """The process holding the write lock (an indexer at work), or None when nobody writes.
+        """The process holding the write lock (an indexer at work), or None when nobody writes."""
+        return lock.holder(self.path / LOCK)
 
-        Read from ``/proc/locks`` where there is one, so asking never takes the lock (a probe would make an
-        indexer starting at that instant fail as busy); elsewhere a shared, non-blocking probe."""
-        lock = self.path / LOCK
-        try:
-            st = lock.stat()
-        except OSError:
-            return None
-        try:
-            table = Path("/proc/locks").read_text()
-        except OSError:
-            return self._probe_writer()
-        for line in table.splitlines():
-            parts = line.split()
-            if len(parts) < 6 or parts[1] != "FLOCK" or parts[3] != "WRITE":
-                continue
-            dev, _, ino = parts[5].rpartition(":")
-            major, _, minor = dev.partition(":")
-            try:
-                same = int(ino) == st.st_ino and (int(major, 16), int(minor, 16)) == (
-                    os.major(st.st_dev),
-                    os.minor(st.st_dev),
-                )
-            except ValueError:
-                continue
-            if same:
-                return int(parts[4]) if parts[4].lstrip("-").isdigit() and int(parts[4]) > 0 else -1
-        return None
-
-    def _probe_writer(self) -> int | None:
-        try:
-            fh = open(self.path / LOCK)  # noqa: SIM115
-        except OSError:
-            return None
-        with fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                holder = fh.read().strip()
-                return int(holder[4:]) if holder.startswith("pid ") and holder[4:].isdigit() else -1
-            fcntl.flock(fh, fcntl.LOCK_UN)
-        return None
-
-    @contextlib.contextmanager
-    def write_lock(self, wait: float = 0.0) -> Iterator[None]:
+    def write_lock(self, wait: float = 0.0) -> contextlib.AbstractContextManager[None]:
         """Exclusive writer lock (flock: released by the kernel even on kill -9)."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path / LOCK, "a+")  # noqa: SIM115
-        deadline = time.monotonic() + wait
-        try:
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as e:
-                    if e.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if time.monotonic() >= deadline:
-                        fh.seek(0)
-                        holder = fh.read().strip() or "another process"
-                        raise IndexBusy(
-                            f"another `backstory index` is writing this index ({holder}); "
-                            "wait for it to finish or pass --wait SECONDS",
-                            holder,
-                        ) from None
-                    time.sleep(0.1)
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"pid {os.getpid()}")
-            fh.flush()
-            yield
-        finally:
-            fh.close()
+        return lock.hold(self.path / LOCK, wait)
 
 
 def new_manifest(options: dict[str, Any]) -> dict[str, Any]:
