@@ -1,5 +1,5 @@
-"""The scale benchmark's pure parts (``backstory.evaluation.scale``): which commits the cuts are, the process
-tree's memory read from /proc, and the indexer's JSON report picked out of its output. No indexing here."""
+"""The scale benchmark's pure parts (``backstory.evaluation.scale``, ``.procs``): which commits the cuts are, the
+process tree's memory read from /proc, and the indexer's JSON report picked out of its output. No indexing here."""
 
 from __future__ import annotations
 
@@ -10,18 +10,8 @@ import time
 
 import pytest
 
-from backstory.evaluation.scale import (
-    PeakRss,
-    json_report,
-    milestones,
-    phase_cpu,
-    phase_peaks,
-    select_cuts,
-    table,
-    tree_cpu,
-    tree_pids,
-    tree_rss,
-)
+from backstory.evaluation.procs import PeakRss, phase_cpu, phase_peaks, tree_cpu, tree_pids, tree_rss
+from backstory.evaluation.scale import json_report, milestones, select_cuts, table
 
 MB = 1_000_000
 

@@ -27,7 +27,7 @@ from pygls.lsp.client import LanguageClient
 
 from .. import symbols
 from .bench import emit, sample_queries
-from .scale import tree_pids
+from .procs import proc_kb, tree_pids
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -53,13 +53,9 @@ def _positions(repo: Path, n: int, seed: int = 5) -> list[tuple[Path, int, int]]
 
 
 def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+    """A process's resident memory in MiB, None once it is gone."""
+    rss = proc_kb(pid, "VmRSS")
+    return round(rss / 1024 / 1024, 1) if rss else None
 
 
 async def _during_indexing(pid: int | None, cmd: Any, hover: Any, queries: list[str], positions: list[Any]) -> dict:

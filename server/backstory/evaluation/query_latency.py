@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench import emit
-from .scale import machine
+from .procs import machine
 
 SERVER = Path(__file__).resolve().parents[2]  # this checkout's server/ (the package's parent)
 
