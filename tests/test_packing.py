@@ -112,16 +112,17 @@ def test_the_same_history_gives_the_same_bytes(repo: Path, tmp_path: Path) -> No
 
 def test_another_process_reads_the_values(repo: Path, tmp_path: Path) -> None:
     """A process that has not trained or loaded the dictionaries finds them in the catalogue it opens (at a path
-    a URI would have to escape)."""
+    a URI would have to escape), and one that imported the store alone reads commit bodies as text."""
     index = tmp_path / "a#b %20?c"
     index_repository(repo, index_dir=index)
     code = (
-        "import sys; from pathlib import Path; from backstory.index.store import Store;"
+        "import sys; from pathlib import Path; from backstory.index.store import Store; s = Store(Path(sys.argv[1]));"
+        "bodies = [r[0] for r in s.db.execute('SELECT body FROM commits')];"  # the store alone reads them as text
+        "assert all(isinstance(b, str) for b in bodies), bodies[:1];"
         "from backstory.index.values import read_excerpts;"
-        "from backstory.index.catalog import Catalog; s = Store(Path(sys.argv[1]));"
         "fids = [r[0] for r in s.db.execute('SELECT fid FROM excerpts')];"
         "print(sum(len(x) for v in read_excerpts(s.db, fids).values() for x in v));"
-        "print(sum(len(r[0]) for r in s.db.execute('SELECT body FROM commits')))"
+        "print(sum(len(b) for b in bodies))"
     )
     out = subprocess.run([sys.executable, "-c", code, str(index)], capture_output=True, text=True, check=True)
     db = Store(index).db

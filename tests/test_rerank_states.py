@@ -100,6 +100,35 @@ def test_damaged_codec_is_a_clear_error(tmp_path: Path) -> None:
             unit_states.load_codec(db, STATES_RECIPE)
 
 
+def test_stored_rows_that_cannot_be_read_back_are_left_out(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Each kind of damage costs its unit only (the rerank runs the model for it), and is logged once."""
+    db = sqlite3.connect(tmp_path / "catalog.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE files (fid INTEGER PRIMARY KEY, embedded INTEGER NOT NULL)")
+    unit_states.ensure_tables(db)
+    width = 26
+    good = bytes(range(2 * width))
+    packed = unit_states.pack(good)
+    base = 990_000  # units no other test has: each damaged one is logged once per process
+    rows = {
+        base + 1: packed,  # sound
+        base + 2: good,  # an older version's raw row
+        base + 3: packed[:-4] + bytes(4),  # its checksum wrong
+        base + 4: good[:-1],  # raw, cut short: not a whole number of tokens
+        base + 5: unit_states.pack(good[:-1]),  # compressed, likewise
+        base + 6: unit_states.pack(bytes(unit_states.MAX_BYTES + 1)),  # a frame claiming more than a unit holds
+        base + 7: unit_states.ZSTD_MAGIC + b"garbage",
+    }
+    db.executemany("INSERT INTO files(fid, embedded) VALUES (?, 1)", [(f,) for f in rows])
+    db.executemany("INSERT INTO unit_states(fid, states) VALUES (?, ?)", list(rows.items()))
+    with caplog.at_level("WARNING"):
+        assert unit_states.get(db, list(rows), width) == {base + 1: good, base + 2: good}
+        assert unit_states.get(db, list(rows), width) == {base + 1: good, base + 2: good}
+    damaged = [r for r in caplog.records if "damaged" in r.getMessage()]
+    assert sorted(int(r.args[0]) - base for r in damaged) == [3, 4, 5, 6, 7]  # once each, though read twice
+    assert all("--rebuild" in r.getMessage() for r in damaged)
+    assert sorted(f - base for f in unit_states.get(db, list(rows))) == [1, 2, 4, 5]  # no width: frames only
+
+
 def test_content_only_states_drop_punctuation(embedder: Embedder) -> None:
     text = "def f(x):\n    return x.y(z) == [1, 2]"
     every = embedder.token_states([text])[0]

@@ -99,7 +99,7 @@ class Catalog:
         return {uid: {**dict(r), "excerpt": _excerpt(texts, r["fid"], r["idx"])} for uid, r in rows.items()}
 
     def _excerpts(self, fids: Iterable[int]) -> dict[int, list[str]]:
-        """The stored excerpts of each file (`store.read_excerpts`); a damaged value is catalogue damage."""
+        """The stored excerpts of each file (`values.read_excerpts`); a damaged value is catalogue damage."""
         try:
             return read_excerpts(self._db, fids)
         except ValueError as e:
@@ -459,8 +459,8 @@ class Catalog:
     def state_codec(self, recipe: str) -> StateCodec | None:
         return unit_states.load_codec(self._db, recipe)
 
-    def unit_states(self, fids: Sequence[int]) -> dict[int, bytes]:
-        return unit_states.get(self._db, fids)
+    def unit_states(self, fids: Sequence[int], width: int | None = None) -> dict[int, bytes]:
+        return unit_states.get(self._db, fids, width)
 
     def states_bytes(self) -> int:
         return unit_states.size_bytes(self._db)

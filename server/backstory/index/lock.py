@@ -54,8 +54,8 @@ def _probe(lock: Path) -> int | None:
         try:
             fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            holder = fh.read().strip()
-            return int(holder[4:]) if holder.startswith("pid ") and holder[4:].isdigit() else -1
+            who = fh.read().strip()
+            return int(who[4:]) if who.startswith("pid ") and who[4:].isdigit() else -1
         fcntl.flock(fh, fcntl.LOCK_UN)
     return None
 
@@ -76,11 +76,11 @@ def hold(lock: Path, wait: float = 0.0) -> Iterator[None]:
                     raise
                 if time.monotonic() >= deadline:
                     fh.seek(0)
-                    holder = fh.read().strip() or "another process"
+                    who = fh.read().strip() or "another process"
                     raise IndexBusy(
-                        f"another `backstory index` is writing this index ({holder}); "
+                        f"another `backstory index` is writing this index ({who}); "
                         "wait for it to finish or pass --wait SECONDS",
-                        holder,
+                        who,
                     ) from None
                 time.sleep(0.1)
         fh.seek(0)

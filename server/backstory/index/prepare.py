@@ -28,7 +28,7 @@ class FileTexts:
     path: str  # the file's path(s), analyzer-ready
     siblings: str
     hunks: tuple[tuple[str, str], ...]  # (changed lines, touched symbols) per hunk, analyzer-ready
-    excerpts: bytes | None  # the hunks' excerpts as the catalogue stores them (`store.pack_excerpts`)
+    excerpts: bytes | None  # the hunks' excerpts as the catalogue stores them (`values.pack_excerpts`)
 
 
 @by_position

@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from . import lock, packing  # values: registers the ZTEXT columns' converter
+from . import (
+    lock,
+    packing,
+    values,  # noqa: F401  # registers the ZTEXT columns' converter: bodies read back as text
+)
 from .errors import IndexBusy as IndexBusy
 from .errors import RebuildNeeded as RebuildNeeded
 from .errors import StoreError

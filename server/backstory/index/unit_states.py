@@ -13,7 +13,7 @@ encoded with the same codec, so the rerank gives the same scores either way (onl
 cannot be read back (damaged) is logged and treated as absent, not a failed search.
 
 A row is the codec's bytes compressed with zstd (:func:`pack`), losslessly: the int4 codes of the later principal
-axes are mostly small, so their entropy is ~2.8 bits, not 4 (git/git: 413.5 -> 319.5 MB of rows, 0.773 of the
+axes are mostly small, so their entropy is ~2.8 bits, not 4 (git/git: 413.5 -> 319.2 MB of rows, 0.773 of the
 codec's bytes, for ~9 us a unit to compress and ~5 us to read back; higher levels gained < 0.3 % and a trained
 dictionary 1.4 %: there is no repetition to find, only the codes' skew). Rows an older version wrote raw stay
 readable: a raw row starts with its first token's float16 scale, which is never negative, and the zstd magic's
@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 
 #: zstd's level: what it finds in a unit's codes is their skew, not repetition, so level 1 is as small as 19
 LEVEL = 1
+#: the most a unit's states can be (a 128-token window at far more than 98 bytes a token): a damaged frame header
+#: claiming more is refused before anything is allocated for it
+MAX_BYTES = 1 << 20
 _local = threading.local()  # per thread: a zstd context is not thread-safe
+_warned: set[int] = set()  # damaged rows already logged: a search meeting one again says nothing new
 
 #: rows in the order they are written, found by ``fid`` through its index: keyed by ``fid`` itself (schema 14),
 #: the rows went in in the dense phase's order (newest author time first), not in ``fid`` order, and each
@@ -92,8 +96,11 @@ def unpack(stored: bytes) -> bytes:
     if decompressor is None:
         decompressor = _local.decompressor = zstd.ZstdDecompressor()
     try:
+        size = zstd.get_frame_parameters(stored).content_size
+        if size > MAX_BYTES:  # also zstd's "unknown" (2**64 - 1): this module always writes the size
+            raise ValueError(f"its frame claims {size} bytes")
         return bytes(decompressor.decompress(stored))
-    except zstd.ZstdError as e:
+    except (zstd.ZstdError, MemoryError) as e:
         raise ValueError(f"stored token states cannot be decompressed ({e})") from None
 
 
@@ -106,9 +113,11 @@ def remove(tx: sqlite3.Connection, fids: Sequence[int]) -> None:
     tx.executemany("DELETE FROM unit_states WHERE fid=?", [(f,) for f in fids])
 
 
-def get(db: sqlite3.Connection, fids: Sequence[int]) -> dict[int, bytes]:
+def get(db: sqlite3.Connection, fids: Sequence[int], width: int | None = None) -> dict[int, bytes]:
     """Stored states (the codec's bytes) of the embedded units among ``fids``; others are absent, and so is a
-    damaged row (logged): the rerank runs the model for it, as for a unit not embedded yet."""
+    damaged row (logged once): one that does not decompress, or, given the codec's bytes a token (``width``),
+    whose length is not a whole number of tokens. The rerank runs the model for it, as for a unit not embedded
+    yet, and scores it the same."""
     if not fids:
         return {}
     marks = ",".join("?" * len(fids))
@@ -125,9 +134,18 @@ def get(db: sqlite3.Connection, fids: Sequence[int]) -> dict[int, bytes]:
     out: dict[int, bytes] = {}
     for fid, blob in rows:
         try:
-            out[int(fid)] = unpack(bytes(blob))
+            states = unpack(bytes(blob))
+            if width and len(states) % width:
+                raise ValueError(f"{len(states)} bytes are not a whole number of {width}-byte tokens")
         except ValueError as e:
-            log.warning("unit %d: %s; the rerank runs the model for it (`backstory index --rebuild` repairs)", fid, e)
+            if fid not in _warned and len(_warned) < 10_000:
+                _warned.add(fid)
+                log.warning(
+                    "unit %d's stored token states are damaged (%s); the rerank runs the model for it"
+                    " (`backstory index --rebuild` stores them again)", fid, e,
+                )  # fmt: skip
+            continue
+        out[int(fid)] = states
     return out
 
 

@@ -64,7 +64,7 @@ class Rerank:
         stamp = self.dense.stamp() or {}
         stored = stamp.get("states") == STATES_RECIPE and stamp.get("model_id") == emb.model_id
         codec = self.catalog.state_codec(STATES_RECIPE) if stored else None
-        blobs = self.catalog.unit_states(fids) if codec is not None else {}
+        blobs = self.catalog.unit_states(fids, codec.token_bytes) if codec is not None else {}
         missing = [f for f in fids if f not in blobs]
         fresh = emb.token_states(self.catalog.unit_passages(missing, no_messages), content_only=True) if missing else []
         states: dict[int, np.ndarray] = dict(zip(missing, fresh, strict=True))
