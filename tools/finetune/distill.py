@@ -28,10 +28,9 @@ import numpy as np
 import onnxruntime as ort
 import torch
 import torch.nn.functional as F
-from minilm import base_paths, build, export, pooled
+from minilm import WINDOW, base_paths, build, export, pooled
 from tokenizers import Tokenizer
 
-WINDOW = 128  # backstory's embedding window (models/embedder.py DEFAULT_WINDOW)
 BATCH = 32
 
 

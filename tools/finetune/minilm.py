@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 from onnx import numpy_helper
 
+WINDOW = 128  # backstory's embedding window (models/embedder.py DEFAULT_WINDOW)
+
 
 def base_paths() -> tuple[str, str]:
     """The installed base model and tokenizer (the same files backstory resolves)."""

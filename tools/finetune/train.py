@@ -24,11 +24,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from minilm import base_paths, build, export, pooled
+from minilm import WINDOW, base_paths, build, export, pooled
 from tokenizers import Tokenizer
 
 BATCH = 32
-WINDOW = 128  # backstory's embedding window (models/embedder.py DEFAULT_WINDOW)
 SCALE = 20.0
 
 
