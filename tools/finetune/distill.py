@@ -3,8 +3,8 @@ plan for machines without VNNI (docs/large-histories.md; the speed half is ``bac
 
 usage: python distill.py REPO INDEX_DIR OUT_DIR [--layers 0,5] [--passages 8000] [--epochs 2] [--lr 1e-4]
 
-- Teacher: the fine-tuned int8 graph (the one the dense phase runs, before its per-channel optimization), through
-  onnxruntime: its last hidden state for every token of a text's 128-token window.
+- Teacher: the graph the dense phase runs (fine-tuned, int8, optimized), through onnxruntime: its last hidden
+  state for every token of a text's 128-token window.
 - Texts: the dense phase's own unit passages (``dense_build.unit_passages``) of an indexed history, a seeded
   sample. Use a history that is neither held out nor a development history (git/git here).
 - Student: the fine-tuned six-layer model in torch (``minilm.build``) keeping only ``--layers`` of its layers
@@ -54,9 +54,13 @@ def main() -> None:
     from backstory.index.dense_build import unit_passages
     from backstory.models.files import default_cache_dir, default_model
     from backstory.models.finetuned import ensure_patched
+    from backstory.models.optimize import ensure_optimized
 
     _base_onnx, tokenizer_path = base_paths()
-    source = ensure_patched(default_model(), default_cache_dir()).onnx_path  # the fine-tuned graph
+    cache = default_cache_dir()
+    tuned = ensure_patched(default_model(), cache)
+    source = tuned.onnx_path  # the fine-tuned graph, in the structure minilm.build reads
+    teacher = ensure_optimized(tuned, cache).onnx_path  # what the dense phase runs
 
     store = store_for(open_repo(args.repo), args.index_dir)
     fids = [r[0] for r in store.db.execute("SELECT fid FROM files WHERE embedded>=0 ORDER BY fid")]
@@ -74,7 +78,7 @@ def main() -> None:
     t0 = time.time()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
-    sess = ort.InferenceSession(str(source), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(teacher), opts, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
     out_name = next(o.name for o in sess.get_outputs() if o.name in ("last_hidden_state", "token_embeddings"))
     target = np.zeros((len(texts), WINDOW, 384), dtype=np.float16)
