@@ -134,9 +134,9 @@ def write_batch(
     excerpt_rows: list[tuple[int, bytes]] = []
     commit_docs: list[message_index.CommitDoc] = []
     supported = symbols.supported_languages()
-    for cd in diffs:
+    preps = [prepared(cd, no_messages) for cd in diffs]  # the readers' work (made here only for a commit read here)
+    for cd, texts in zip(diffs, preps, strict=True):
         c = cd.commit
-        texts = prepared(cd, no_messages)
         n = sum(len(f.hunks) for f in cd.files)
         if messages is not None and n:
             files = [(f.path, f.old_path, f.language) for f in cd.files]
@@ -182,10 +182,10 @@ def write_batch(
         db.executemany(  # their paths and blocks: the merges phase (`merge_diffs.fill`)
             "INSERT OR IGNORE INTO merges_unlisted(sha) VALUES (?)", [(c.sha,) for c in infos if c.is_merge]
         )
-        relations.record(db, infos, [(cd.commit.sha, prepared(cd, no_messages).patch) for cd in diffs])
+        relations.record(db, infos, [(cd.commit.sha, p.patch) for cd, p in zip(diffs, preps, strict=True)])
         db.executemany(
             commit_terms.STORE_ROWS,
-            [(cd.commit.sha, terms) for cd in diffs if (terms := prepared(cd, no_messages).terms) is not None],
+            [(cd.commit.sha, p.terms) for cd, p in zip(diffs, preps, strict=True) if p.terms is not None],
         )
         marks = []
         skipped: dict[str, int] = {}

@@ -71,13 +71,17 @@ class Lanes:
                 if not opts.wants(lane) or (lane == "message" and no_messages):
                     continue
                 if lane == "message":
-                    try:
-                        if messages is None:
-                            raise StoreError("no message index")
-                        hunk_indexes = [searcher] + ([staged] if staged is not None else [])
-                        rankings[lane] = self._message_lane(messages, query, opts.filters, hunk_indexes, fq)
-                    except StoreError:  # derived data, being built again under us or damaged
+                    hunk_indexes = [searcher] + ([staged] if staged is not None else [])
+                    ranking = None
+                    if messages is not None:
+                        try:
+                            ranking = self._message_lane(messages, query, opts.filters, hunk_indexes, fq)
+                        except StoreError:  # derived data, being built again under us or damaged
+                            pass
+                    if ranking is None:
                         meta["warnings"].append(MESSAGES_UNAVAILABLE)
+                    else:
+                        rankings[lane] = ranking
                     continue
                 rankings[lane] = search_lane(index, searcher, lane, query, fq)
                 if staging is not None and staged is not None:
