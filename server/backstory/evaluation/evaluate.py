@@ -28,7 +28,9 @@ from ..search.engine import Engine
 from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions
 from . import pr_titles
 from .bench import emit
+from .ranks import metrics
 from .rerank_variants import VARIANTS, VariantReranker
+from .side_studies import history_vs_git, unit_experiment
 
 DEFAULTS = SearchOptions()
 NO_DENSE = {**DEFAULT_WEIGHTS, "dense": 0.0, "message_dense": 0.0}
@@ -131,13 +133,6 @@ def _hit_shas(hit: dict[str, Any]) -> list[str]:
     return [hit["commit"]["sha"], *(t["sha"] for t in hit.get("twins", ()))]
 
 
-def metrics(ranks: list[int | None]) -> dict[str, float]:
-    n = len(ranks) or 1
-    out = {f"R@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)}
-    out["MRR@10"] = sum(1 / r for r in ranks if r is not None and r <= 10) / n
-    return {k: round(v, 4) for k, v in out.items()}
-
-
 def indexed_commits(engine: Engine) -> set[str]:
     """Commits with at least one indexed hunk: the only ones a search can return."""
     return {r[0] for r in engine.store.db.execute("SELECT DISTINCT f.sha FROM files f JOIN hunks h ON h.fid = f.fid")}
@@ -159,56 +154,6 @@ def sample(repo_path: Path, engine: Engine, n: int, seed: int) -> list[tuple[str
     )  # fmt: skip
     random.Random(seed).shuffle(pairs)
     return pairs[:n]
-
-
-def unit_experiment(engine: Engine, queries: list[tuple[str, str]]) -> dict[str, Any]:
-    """Dense-only ranking quality and embedding cost of per-(commit, file) units vs per-hunk units.
-
-    Both recipes use the same text builder (path, symbols, changed lines; no subject: the index is
-    message-blind); per-hunk vectors are computed here and searched exactly with numpy.
-    """
-    import json as _json
-
-    import numpy as np
-
-    from ..models.passages import file_passage
-
-    emb = engine.dense.embedder()
-    db = engine.store.db
-    sql = (
-        "SELECT h.uid, f.sha, f.path, h.fid, h.idx, h.symbols FROM hunks h JOIN files f ON f.fid = h.fid ORDER BY h.uid"
-    )
-    rows = db.execute(sql).fetchall()
-    excerpts = read_excerpts(db, (r["fid"] for r in rows))
-    texts = [
-        file_passage(r["path"], [s[0] for s in _json.loads(r["symbols"])], None, [excerpts[r["fid"]][r["idx"]]])
-        for r in rows
-    ]
-    t = time.perf_counter()
-    mat = emb.embed(texts)
-    hunk_s = time.perf_counter() - t
-    files = db.execute("SELECT COUNT(*) FROM files WHERE embedded=1").fetchone()[0]
-    sha_of = [r["sha"] for r in rows]
-    hunk_ranks: list[int | None] = []
-    file_ranks: list[int | None] = []
-    opts = SearchOptions(k=10, lanes=("dense",), rerank=False, recency_weight=0.0)
-    for subject, sha in queries:
-        sims = mat @ emb.embed_query(subject)
-        order = np.argsort(-sims, kind="stable")
-        seen: list[str] = []
-        for i in order:
-            if sha_of[i] not in seen:
-                seen.append(sha_of[i])
-            if len(seen) == 10:
-                break
-        hunk_ranks.append(seen.index(sha) + 1 if sha in seen else None)
-        shas = [r["commit"]["sha"] for r in engine.search(subject, opts)["results"]]
-        file_ranks.append(shas.index(sha) + 1 if sha in shas else None)
-    return {
-        "per_file": {**metrics(file_ranks), "units": files},
-        "per_hunk": {**metrics(hunk_ranks), "units": len(rows), "embed_s": round(hunk_s, 1),
-                     "units_per_s": round(len(rows) / hunk_s, 1)},
-    }  # fmt: skip
 
 
 def load_questions(path: Path, indexed: set[str]) -> tuple[list[dict[str, Any]], int]:
@@ -263,46 +208,6 @@ def _share_rerank_scores(engine: Engine) -> None:
     engine.rerank.scores = shared  # type: ignore[method-assign]
 
 
-def history_vs_git(engine: Engine, repo_path: Path, n: int, seed: int) -> dict[str, Any]:
-    """Precision and recall of ``backstory history`` against ``git log -L <start>,<end>:<path>`` (the oracle)
-    over ``n`` definitions sampled from HEAD (git is only used here, never at run time)."""
-    import subprocess
-
-    from ..features.exact_history import symbol_history
-    from .bench import history_positions
-
-    tp = ours_n = oracle_n = exact_match = 0
-    checked = 0
-    misses: list[str] = []
-    for pos in history_positions(engine, n, seed):
-        got = symbol_history(engine, pos)
-        sym = got["symbol"]
-        if sym is None:
-            continue
-        ours = [c["commit"]["sha"] for c in got["commits"]]
-        out = subprocess.run(
-            ["git", "-C", str(repo_path), "log", f"-L{sym['start']},{sym['end']}:{sym['path']}", "--format=%H", "-s"],
-            capture_output=True, text=True, check=False,
-        ).stdout  # fmt: skip
-        oracle = [line for line in out.splitlines() if line.strip()]
-        checked += 1
-        tp += len(set(ours) & set(oracle))
-        ours_n += len(ours)
-        oracle_n += len(oracle)
-        exact_match += int(set(ours) == set(oracle))
-        if set(ours) != set(oracle) and len(misses) < 10:
-            misses.append(f"{pos} {sym['name']}: +{len(set(ours) - set(oracle))} -{len(set(oracle) - set(ours))}")
-    return {
-        "definitions": checked,
-        "precision": round(tp / ours_n, 4) if ours_n else None,
-        "recall": round(tp / oracle_n, 4) if oracle_n else None,
-        "identical_sets": exact_match,
-        "commits_ours": ours_n,
-        "commits_git": oracle_n,
-        "examples_of_differences": misses,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m backstory.evaluation.evaluate")
     ap.add_argument("repo")
@@ -333,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         "vectors are embedded again when it differs from the one they were made with",
     )
     ap.add_argument(
+        "--second-stage-model",
+        help="apply this learned second-stage model (JSON) to every search, whatever embedding model the index "
+        "was built with (the bundled ones apply only to the bundled embedding model's scores)",
+    )
+    ap.add_argument(
         "--cross-encoder",
         help="rerank with the cross-encoder in this directory (model.onnx + tokenizer.json) instead of MaxSim",
     )
@@ -354,7 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     index_repository(repo_path, options=BuildOptions(no_messages=not messages), index_dir=index_dir)
     reranker = "cross-encoder" if args.cross_encoder else "maxsim"
-    config = ModelConfig(model_path=args.model, dense=True, reranker=reranker, cross_encoder_dir=args.cross_encoder)
+    config = ModelConfig(
+        model_path=args.model, dense=True, reranker=reranker, cross_encoder_dir=args.cross_encoder,
+        second_stage_path=args.second_stage_model,
+    )  # fmt: skip
     engine = Engine(repo_path, index_dir, config)
     needs_dense = args.unit_experiment or any(
         "dense" in (CONFIGS[c].get("lanes") or ()) or CONFIGS[c].get("rerank")
