@@ -24,6 +24,7 @@ from ..history.libgit import walk
 from ..history.repo import head_sha, open_repo
 from ..index.build import BuildOptions, index_repository
 from ..index.values import read_excerpts
+from ..search import learned
 from ..search.engine import Engine
 from ..search.options import DEFAULT_WEIGHTS, TEXT_LANES, ModelConfig, SearchOptions
 from . import pr_titles
@@ -256,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
             load_reranker("cross-encoder", None, Path(args.cross_encoder))
         except ModelUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.second_stage_model:  # likewise: an unreadable one would quietly measure the blend
+        try:
+            learned.load(args.second_stage_model)
+        except learned.SecondStageUnavailable as exc:
+            print(f"error: {args.second_stage_model}: {exc}", file=sys.stderr)
             return 2
     repo_path = Path(args.repo).resolve()
     messages = args.pr_titles or (args.questions is not None and not args.message_blind)
