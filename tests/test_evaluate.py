@@ -58,7 +58,7 @@ def test_a_broken_cross_encoder_stops_the_evaluation_before_any_work(
     assert not (tmp_path / "idx").exists()
 
 
-def test_a_given_second_stage_orders_every_search_and_a_broken_one_stops_the_evaluation(
+def test_a_given_second_stage_orders_the_searches_and_a_broken_one_stops_the_evaluation(
     repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--second-stage-model`` is how a student embedding model is measured with a second stage fitted on its

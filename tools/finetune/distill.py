@@ -7,19 +7,20 @@ usage: python distill.py OUT_DIR --history REPO INDEX_DIR [--history REPO INDEX_
 - Teacher: the graph the dense phase runs (fine-tuned, int8, optimized), through onnxruntime: its last hidden
   state for every token of a text's 128-token window.
 - Texts: the dense phase's own unit passages (``dense_build.unit_passages``) of indexed histories (a keyword
-  index is enough), a seeded sample of ``--passages`` split evenly between them. Use histories that are neither
-  held out nor a development or second-stage history (git/git, and the shipped model's own training histories).
+  index is enough), a seeded sample of ``--passages // len(histories)`` from each (a history with fewer units
+  gives all it has; the others do not make up for it). Use histories that are neither held out nor a
+  development or second-stage history (git/git, and the shipped model's own training histories).
 - Student: the fine-tuned six-layer model in torch (``minilm.build``) keeping only ``--layers`` of its layers
   (their weights as initialisation), trained so that each token's last hidden state points where the teacher's
   does (1 - cosine over real tokens) and the pooled vectors agree (1 - cosine). Both the dense lane (the mean)
   and the MaxSim rerank (the token states) read those states.
 - With ``--rank-weight W`` (> 0), also trained to *rank* like the teacher: each passage's commit subject is a
   query, and per query the student's scores over the batch's passages (MaxSim, and the pooled vectors' cosine)
-  should give the teacher's softmax distribution (KL at ``--temperature``), weighted W. Token cosines alone
-  left the first students' MaxSim adding little to a search; this is the score the rerank and the second stage
-  read. Passages are message-blind then (a subject must not find itself in its passage), and batches are runs
-  of the sample sorted by path, so a batch holds other versions of the same files: the distinctions a search
-  has to make. MaxSim is computed as the product does: the query's real tokens against the passage's distinct
+  should give the teacher's softmax distribution (KL at ``--temperature``), weighted W: the scores the rerank
+  and the learned second stage read, whose weights get less out of a student's scores than out of the teacher's
+  (docs/large-histories.md, fifteenth pass). Passages are message-blind then (a subject must not find itself
+  in its passage), and batches are runs of the sample sorted by path, so a batch holds other versions of the
+  same files: the distinctions a search has to make. MaxSim is computed as the product does: the query's real tokens against the passage's distinct
   content tokens (``models/embedder.py``).
 - Out: ``OUT_DIR/model.onnx`` (the fine-tuned graph cut after as many layers, the student's weights written in,
   quantized like the source) and ``tokenizer.json``: a model directory ``backstory ... --model`` accepts.
@@ -90,6 +91,8 @@ def main() -> None:
     ap.add_argument("--rank-weight", type=float, default=0.0, help="weight of the ranking (KL) losses; 0: off")
     ap.add_argument("--temperature", type=float, default=0.05, help="softmax temperature of the ranking losses")
     args = ap.parse_args()
+    if args.temperature <= 0:
+        ap.error("--temperature must be positive")
     torch.manual_seed(0)
     torch.set_num_threads(2)
     keep = [int(x) for x in args.layers.split(",")]
