@@ -20,8 +20,8 @@ usage: python distill.py OUT_DIR --history REPO INDEX_DIR [--history REPO INDEX_
   and the learned second stage read, whose weights get less out of a student's scores than out of the teacher's
   (docs/large-histories.md, fifteenth pass). Passages are message-blind then (a subject must not find itself
   in its passage), and batches are runs of the sample sorted by path, so a batch holds other versions of the
-  same files: the distinctions a search has to make. MaxSim is computed as the product does: the query's real tokens against the passage's distinct
-  content tokens (``models/embedder.py``).
+  same files: the distinctions a search has to make. MaxSim is computed as the product does: the query's real
+  tokens against the passage's distinct content tokens (``models/embedder.py``).
 - Out: ``OUT_DIR/model.onnx`` (the fine-tuned graph cut after as many layers, the student's weights written in,
   quantized like the source) and ``tokenizer.json``: a model directory ``backstory ... --model`` accepts.
 
