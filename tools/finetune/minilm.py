@@ -109,7 +109,7 @@ class Layer(nn.Module):
 
 
 class Bert(nn.Module):
-    def __init__(self, eps):
+    def __init__(self, eps, layers=6):
         super().__init__()
         self.embeddings = nn.Module()
         self.embeddings.word_embeddings = nn.Embedding(30522, 384)
@@ -117,7 +117,7 @@ class Bert(nn.Module):
         self.embeddings.token_type_embeddings = nn.Embedding(2, 384)
         self.embeddings.LayerNorm = nn.LayerNorm(384, eps=eps)
         self.encoder = nn.Module()
-        self.encoder.layer = nn.ModuleList([Layer(eps) for _ in range(6)])
+        self.encoder.layer = nn.ModuleList([Layer(eps) for _ in range(layers)])
 
     def forward(self, ids, mask, types=None):
         e = self.embeddings
@@ -138,7 +138,8 @@ def pooled(h, mask):
 
 def build(src):
     sd, mm, eps = load_state(src)
-    model = Bert(eps)
+    layers = 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("encoder.layer."))  # a student has fewer
+    model = Bert(eps, layers)
     missing, unexpected = model.load_state_dict(
         {k: v for k, v in sd.items() if k != "embeddings.position_ids"}, strict=False
     )

