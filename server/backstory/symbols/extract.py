@@ -1,27 +1,23 @@
 """Definition extraction: parse with tree-sitter, run a definitions query, qualify names by nesting.
 
-Everything expensive (loading a grammar, compiling its query) happens once per language and
-process; parsers are cached per thread because a `tree_sitter.Parser` is not safe to share while
-parsing, whereas `Language` and compiled `Query` objects are read-only and are shared.
+The grammars, their compiled queries and the per-thread parsers come from :mod:`.grammars`, where everything
+expensive happens once per language and process.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib.resources import files
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
+from tree_sitter import Node, QueryCursor, Tree
 
+from .grammars import Compiled, compiled_query, parser_for
 from .languages import CLASSLIKE, NON_SCOPE, SPECS, LanguageSpec
-from .model import KINDS, Definition
+from .model import Definition
 from .naming import resolve
 from .reparse import errors_within
 
@@ -38,79 +34,6 @@ SIGNATURE_MAX = 200
 _CPP_KEYWORDS = (b"class", b"namespace", b"template", b"using")
 _CPP_LINE = re.compile(rb"[ \t]*(?:class|namespace|template|using)\b")
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-
-# tags.scm capture suffixes outside our vocabulary, mapped into it.
-_CAPTURE_KINDS = {k: k for k in KINDS} | {"macro": "function"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    language: Language
-    query: Query
-    kinds: dict[str, str]  # capture name ("definition.class") → kind
-
-
-def _read_bundled(module: str) -> str:
-    return (files(module) / "queries" / "tags.scm").read_text(encoding="utf-8")
-
-
-def _read_own(name: str) -> str:
-    return (files("backstory.symbols.queries") / name).read_text(encoding="utf-8")
-
-
-def _compile(language: Language, text: str) -> Query:
-    """Compile ``text`` and disable every pattern that has no ``@definition.*`` capture.
-
-    The bundled tags.scm files also find references (every call, every identifier in Ruby and
-    Go); those would dominate matching time and are of no use here.
-    """
-    query = Query(language, text)
-    raw = text.encode("utf-8")
-    for i in range(query.pattern_count):
-        if b"@definition." not in raw[query.start_byte_for_pattern(i) : query.end_byte_for_pattern(i)]:
-            query.disable_pattern(i)
-    return query
-
-
-@cache
-def _compiled(language_id: str) -> _Compiled | None:
-    """Load the grammar and compile the definitions query once; ``None`` if the grammar is missing."""
-    spec = SPECS[language_id]
-    try:
-        module = importlib.import_module(spec.module)
-        language = Language(getattr(module, spec.function)())
-        own = _read_own(spec.extra) if spec.extra else ""
-        bundled = [_read_bundled(m) for m in spec.bundled]
-    except (ImportError, AttributeError, OSError, ValueError) as exc:
-        log.warning("no tree-sitter grammar for %s: %s", language_id, exc)
-        return None
-    try:
-        query = _compile(language, "\n".join([*bundled, own]))
-    except Exception as exc:  # a grammar upgrade renamed a node used by a shipped tags.scm
-        if not own:
-            log.warning("cannot compile definitions query for %s: %s", language_id, exc)
-            return None
-        log.warning("bundled tags.scm unusable for %s (%s); using own query only", language_id, exc)
-        query = _compile(language, own)
-    kinds: dict[str, str] = {}
-    for i in range(query.capture_count):
-        cname = query.capture_name(i)
-        if cname.startswith("definition.") and cname[11:] in _CAPTURE_KINDS:
-            kinds[cname] = _CAPTURE_KINDS[cname[11:]]
-    return _Compiled(language, query, kinds)
-
-
-_local = threading.local()
-
-
-def _parser(language_id: str, language: Language) -> Parser:
-    parsers: dict[str, Parser] | None = getattr(_local, "parsers", None)
-    if parsers is None:
-        parsers = _local.parsers = {}
-    parser = parsers.get(language_id)
-    if parser is None:
-        parser = parsers[language_id] = Parser(language)
-    return parser
 
 
 def _looks_like_cpp(source: bytes) -> bool:
@@ -176,7 +99,7 @@ class _Found(NamedTuple):
 
 
 def _collect(
-    compiled: _Compiled,
+    compiled: Compiled,
     spec: LanguageSpec,
     root: Node,
     source: bytes,
@@ -336,23 +259,23 @@ def parse(
     if language not in SPECS or len(source) > max_bytes:
         return None
     try:
-        compiled = _compiled(language)
+        compiled = compiled_query(language)
         if compiled is None:
             return None
         if not source:
             return Parsed(source, language, language, None)
         if _too_long_line(source, max_line_length):
             return None
-        parser = _parser(language, compiled.language)
+        parser = parser_for(language, compiled.language)
         tree = parser.parse(source, base) if base is not None else parser.parse(source)
         incremental = base is not None
         if incremental and tree.root_node.has_error and (reparsed is None or not errors_within(tree, reparsed)):
             tree, incremental = parser.parse(source), False
         if language == "c" and tree.root_node.has_error and _looks_like_cpp(source):
             # `.h` is ambiguous: a C++ header read as C loses its classes and namespaces.
-            cpp = _compiled("cpp")
+            cpp = compiled_query("cpp")
             if cpp is not None:
-                return Parsed(source, language, "cpp", _parser("cpp", cpp.language).parse(source))
+                return Parsed(source, language, "cpp", parser_for("cpp", cpp.language).parse(source))
         return Parsed(source, language, language, tree, incremental)
     except Exception:  # the contract is "never raise on any bytes"
         log.exception("parsing failed for a %s source of %d bytes", language, len(source))
@@ -367,7 +290,7 @@ def rows(parsed: Parsed) -> list[Row] | None:
     try:
         spec = SPECS[parsed.language]
         if parsed.found is None:
-            compiled = _compiled(parsed.language)
+            compiled = compiled_query(parsed.language)
             assert compiled is not None
             parsed.found = _collect(compiled, spec, parsed.tree.root_node, parsed.source)
         found = _cpp_namespace_functions(parsed.found) if spec.id == "cpp" else parsed.found

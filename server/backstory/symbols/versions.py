@@ -26,7 +26,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from tree_sitter import Point, Tree
 
-from .extract import Parsed, Row, _collect, _compiled, _Found, parse, rows, to_definitions
+from .extract import Parsed, Row, _collect, _Found, parse, rows, to_definitions
+from .grammars import compiled_query
 from .languages import SPECS
 from .model import Definition
 from .reparse import error_nodes
@@ -151,7 +152,7 @@ def carry_over(
     """
     assert older.tree is not None
     spec = SPECS[older.language]
-    compiled = _compiled(older.language)
+    compiled = compiled_query(older.language)
     assert compiled is not None
     move_starts = [m[0] for m in moves]
     spans = [(m[2], m[3]) for m in moves] + changed
