@@ -40,37 +40,11 @@ import numpy as np
 import onnxruntime as ort
 import torch
 import torch.nn.functional as F
-from minilm import WINDOW, base_paths, build, export, pooled
+from minilm import WINDOW, base_paths, build, export, kept_tokens, maxsim, pooled
 from tokenizers import Tokenizer
 
 BATCH = 32
 QUERY_WINDOW = 32  # tokens of a commit subject used as a query, specials included
-
-
-def content_mask(tok: Tokenizer, encodings: list) -> np.ndarray:
-    """Per passage and position, whether MaxSim reads that token: the first occurrence of each real,
-    non-special token with a letter or digit (``models/embedder.py``'s ``content_only`` states)."""
-    vocab = tok.get_vocab(with_added_tokens=True)
-    alnum = np.zeros(max(vocab.values()) + 1, dtype=bool)
-    for token, index in vocab.items():
-        alnum[index] = any(ch.isalnum() for ch in token.removeprefix("##"))
-    out = np.zeros((len(encodings), WINDOW), dtype=bool)
-    for r, e in enumerate(encodings):
-        seen: set[int] = set()
-        for i, (t, m, special) in enumerate(zip(e.ids, e.attention_mask, e.special_tokens_mask, strict=True)):
-            if m and not special and alnum[t] and t not in seen:
-                seen.add(t)
-                out[r, i] = True
-    return out
-
-
-def maxsim_matrix(q: torch.Tensor, qm: torch.Tensor, p: torch.Tensor, pm: torch.Tensor) -> torch.Tensor:
-    """``[queries, passages]`` MaxSim: per query token (``qm``) the best cosine with a passage token (``pm``),
-    averaged over the query's tokens."""
-    q, p = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
-    sims = torch.einsum("aqd,bpd->abqp", q, p).masked_fill(~pm[None, :, None, :], -2.0)
-    best = sims.max(dim=-1).values * qm[:, None, :]
-    return best.sum(-1) / qm.sum(-1).clamp(min=1)[:, None]
 
 
 def kl(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -138,13 +112,13 @@ def main() -> None:
     mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
     print(f"{len(texts)} passages, {int(mask.sum())} tokens", file=sys.stderr)
     if ranking:
-        content = content_mask(tok, enc)
+        content = kept_tokens(tok, enc, content_only=True)
         tok.enable_truncation(QUERY_WINDOW)
         tok.enable_padding(length=QUERY_WINDOW)
         qenc = tok.encode_batch(subjects)
         qids = np.array([e.ids for e in qenc], dtype=np.int64)
         qmask = np.array([e.attention_mask for e in qenc], dtype=np.int64)
-        qreal = qmask.astype(bool) & ~np.array([e.special_tokens_mask for e in qenc], dtype=bool)
+        qreal = kept_tokens(tok, qenc, content_only=False)
 
     t0 = time.time()
     opts = ort.SessionOptions()
@@ -197,8 +171,8 @@ def main() -> None:
                 qt = torch.from_numpy(qtarget[rows].astype(np.float32))
                 qh = model(qx, qm)
                 pc = torch.from_numpy(content[rows])
-                teacher_ms = maxsim_matrix(qt, qr, t, pc)
-                student_ms = maxsim_matrix(qh, qr, h, pc)
+                teacher_ms = maxsim(F.normalize(qt, dim=-1), qr, F.normalize(t, dim=-1), pc)
+                student_ms = maxsim(F.normalize(qh, dim=-1), qr, F.normalize(h, dim=-1), pc)
                 teacher_cos = pooled(qt, qm) @ pooled(t, m).T
                 student_cos = pooled(qh, qm) @ pooled(h, m).T
                 loss = loss + args.rank_weight * (

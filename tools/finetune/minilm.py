@@ -175,3 +175,33 @@ def export(model, mm, src, out_path):
             done.add(init.name)
     onnx.save(m, out_path)
     return done
+
+
+def kept_tokens(tok, encodings, content_only):
+    """Bool array [texts, positions]: the tokens backstory's MaxSim reads (``models/embedder.py``'s ``_kept``):
+    real, non-special ones; with ``content_only`` (passages) only the first occurrence of each token with a
+    letter or digit."""
+    ids = np.array([e.ids for e in encodings])
+    keep = np.array([e.attention_mask for e in encodings], dtype=bool)
+    keep &= ~np.array([e.special_tokens_mask for e in encodings], dtype=bool)
+    if content_only:
+        vocab = tok.get_vocab(with_added_tokens=True)
+        alnum = np.zeros(max(vocab.values()) + 1, dtype=bool)
+        for token, index in vocab.items():
+            alnum[index] = any(ch.isalnum() for ch in token.removeprefix("##"))
+        keep &= alnum[ids]
+        for row in range(len(ids)):
+            seen = set()
+            for k in np.flatnonzero(keep[row]):
+                if ids[row, k] in seen:
+                    keep[row, k] = False
+                seen.add(ids[row, k])
+    return keep
+
+
+def maxsim(qh, qk, ph, pk):
+    """[queries, passages]: over each query's kept tokens (``qk``), the mean of the best cosine with a kept
+    passage token (``pk``); ``qh`` and ``ph`` are unit token states."""
+    sims = torch.einsum("aid,bjd->abij", qh, ph).masked_fill(~pk[None, :, None, :], -2.0).amax(-1)
+    q = qk[:, None, :].float()
+    return (sims * q).sum(-1) / q.sum(-1).clamp(min=1.0)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from minilm import WINDOW, base_paths, build, export, pooled
+from minilm import WINDOW, base_paths, build, export, kept_tokens, maxsim, pooled
 from tokenizers import Tokenizer
 
 BATCH = 32
@@ -90,34 +90,14 @@ def main() -> None:
         rng.shuffle(out)
         return out
 
-    vocab = tok.get_vocab(with_added_tokens=True)
-    content = torch.zeros(max(vocab.values()) + 1, dtype=torch.bool)
-    for token, index in vocab.items():
-        content[index] = any(ch.isalnum() for ch in token.removeprefix("##"))
-
     def states(texts: list[str], content_only: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Mean-pooled vectors, unit token states and the mask of the tokens the engine keeps (embedder._kept)."""
         enc = tok.encode_batch(texts)
         ids = torch.tensor([e.ids for e in enc])
         mask = torch.tensor([e.attention_mask for e in enc])
-        keep = mask.bool() & ~torch.tensor([e.special_tokens_mask for e in enc]).bool()
-        if content_only:
-            keep &= content[ids]
-            for row, e in enumerate(enc):
-                seen: set[int] = set()
-                for k, token in enumerate(e.ids):
-                    if keep[row, k]:
-                        if token in seen:
-                            keep[row, k] = False
-                        seen.add(token)
+        keep = torch.from_numpy(kept_tokens(tok, enc, content_only))
         h = model(ids, mask)
         return pooled(h, mask), F.normalize(h, dim=-1), keep
-
-    def maxsim(qh: torch.Tensor, qk: torch.Tensor, ph: torch.Tensor, pk: torch.Tensor) -> torch.Tensor:
-        """[queries, passages]: mean over each query's kept tokens of the best cosine with a kept passage token."""
-        sims = torch.einsum("aid,bjd->abij", qh, ph).masked_fill(~pk[None, :, None, :], -2.0).amax(-1)
-        q = qk[:, None, :].float()
-        return (sims * q).sum(-1) / q.sum(-1).clamp(min=1.0)
 
     model, matmuls = build(src)
     for p in model.embeddings.parameters():
