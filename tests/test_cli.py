@@ -521,7 +521,7 @@ def test_status_is_human_readable_and_json_has_the_same_facts(indexed) -> None:
 
 
 def test_status_after_an_interrupted_run_has_no_none() -> None:
-    from backstory.views.text import status_lines
+    from backstory.views.status import status_lines
 
     status = {
         "repo": "/r",

@@ -313,7 +313,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .index.build import BuildOptions
     from .index.job import run_index
     from .views.progress import ProgressView, seconds_text
-    from .views.text import unreadable_merges_note
+    from .views.status import unreadable_merges_note
 
     view = ProgressView(sys.stderr, quiet=args.quiet)
     opts = BuildOptions(no_messages=args.no_messages, symbols=not args.no_symbols, max_file_bytes=args.max_file_bytes)
@@ -478,7 +478,8 @@ def _query(engine: Any, args: argparse.Namespace, opts: Any) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from .models.cache import cache_report
-    from .views.text import print_status, use_color
+    from .views.status import print_status
+    from .views.text import use_color
 
     with _engine(args) as engine:
         status = engine.status()

@@ -20,7 +20,7 @@ from ..history.repo import HistoryError
 from ..index.build import BuildOptions, IndexReport
 from ..index.progress import PHASES
 from ..index.store import IndexBusy, RebuildNeeded, StoreError
-from ..views.text import unreadable_merges_note
+from ..views.status import unreadable_merges_note
 from .constants import PROGRESS_TITLE
 from .index_job import run_index_here, run_index_job
 
