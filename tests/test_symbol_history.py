@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 
 from backstory import symbols
-from backstory.features.exact_history import symbol_history
+from backstory.features.exact_history import exact_commits, symbol_history
 from backstory.features.locate import Position, head_blob, parse_position
 from backstory.features.prior_art import prior_art
-from backstory.history.repo import HistoryError
+from backstory.history.repo import HistoryError, open_repo
+from backstory.index import build, merge_diffs
 from backstory.index.build import index_repository
+from backstory.index.store import store_for
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
-from gitrepo import GitRepo
+from gitrepo import GitRepo, fast_history
 
 NO_MODELS = ModelConfig(dense=False, reranker="none")
 
@@ -317,6 +319,52 @@ def test_merge_that_changed_the_function_against_both_parents_is_listed(
     assert bad == []
     assert tp == ours == oracle > 0
     assert merge in git_log_l(repo, "pkg/io.py", 4, 6)  # the case is really exercised
+
+
+def test_merges_listed_while_the_engine_is_open_are_read_from_the_catalogue(repo: GitRepo) -> None:
+    # a long run lists merges chunk by chunk after its keyword lanes, and its `indexed_at` changes only at its
+    # end: an engine (the language server's) that read the listed merges before must see each chunk as it
+    # lands, or every exact history (every hover) diffs every merge it crosses until the run ends
+    _feature_strips_load(repo, "feature: strip on load")
+    repo.commit("main: header", {"pkg/io.py": "# license header\n\n" + PY_V1})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    merge = repo.git("rev-parse", "HEAD").strip()
+    compare_all(repo, stop_before_merges=True)  # the keyword lanes only: every merge unlisted
+    engine = Engine(repo.path, models=NO_MODELS)
+    indexed_at = engine.store.get_state("indexed_at")
+    assert engine.indexed_merges() == set()
+    other = store_for(open_repo(repo.path))  # the indexing run's own connection
+    assert merge_diffs.list_merges(other, str(repo.path / ".git")) == 1
+    assert engine.store.get_state("indexed_at") == indexed_at  # what the cache was keyed on alone before
+    assert engine.indexed_merges() == {merge}
+    load = next(
+        d
+        for d in symbols.extract_definitions(head_blob(engine, "pkg/io.py"), "python") or []
+        if d.name.endswith("load")
+    )
+    commits = symbol_history(engine, at(engine, f"pkg/io.py:{load.start_line}"))["commits"]
+    oracle = git_log_l(repo, "pkg/io.py", load.start_line, load.end_line)
+    assert sorted(c["commit"]["sha"] for c in commits) == sorted(oracle) and len(oracle) == 2
+
+
+def test_a_history_asked_while_the_keyword_lanes_write_is_not_kept_for_the_later_phases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run sets `indexed_at` when it starts and ends only: the commit graph an exact history read while the
+    # keyword lanes were writing (a symbol history asked then) must not stand in for the whole history in the
+    # run's later phases, when hovers answer
+    fast_history(tmp_path, 300, files=3)
+    monkeypatch.setattr(build, "BATCH_COMMITS", 20)
+    engine = Engine(tmp_path, models=NO_MODELS)
+    whole = len((tmp_path / "pkg/mod_0.py").read_text().splitlines())
+    counts: list[int] = []
+
+    def progress(phase: str, done: int, total: int) -> None:  # between the run's batches
+        if phase == "history" and ((0 < done < total and not counts) or done == total):
+            counts.append(len(exact_commits(engine, "pkg/mod_0.py", 1, whole, limit=None)))
+
+    index_repository(tmp_path, progress=progress)
+    assert len(counts) == 2 and counts[0] < counts[1] == 100  # every commit that edited mod_0.py, at the end
 
 
 def test_merge_that_kept_the_first_parent_hides_the_side_branch(repo: GitRepo) -> None:

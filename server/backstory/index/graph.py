@@ -84,6 +84,7 @@ def deepened(store: Store, repo: Repo) -> frozenset[str]:
 # RUN_TOTAL once its prelude (the newest commits) is written, before its own walk has counted the rest.
 RUN_HEAD = "run_head"
 RUN_TOTAL = "run_total"
+MERGES_LISTED = "merges_listed"  # a count of the chunks of merges listed (`merge_diffs.list_merges`)
 SCOPE_BRANCHES = "branches"  # state "scope": the index holds every local branch's history, not only HEAD's
 
 

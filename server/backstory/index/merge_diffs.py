@@ -27,6 +27,7 @@ from ..history.diff import changes_of_blobs
 from ..history.libgit import open_repository
 from ..history.linelog import Block
 from ..history.trees import TreeDiffer
+from .graph import MERGES_LISTED
 from .parallel import worker_pool, workers
 from .progress import Progress
 from .store import Store
@@ -52,12 +53,24 @@ def decode(text: str) -> list[Block]:
     return out
 
 
-def _blob_id(repo: pygit2.Repository, commit: str, path: str) -> pygit2.Oid | None:
+BlobMemo = dict[tuple[str, str], "pygit2.Oid | None"]
+
+
+def _blob_id(repo: pygit2.Repository, commit: str, path: str, memo: BlobMemo | None = None) -> pygit2.Oid | None:
+    """The blob ``path`` names in ``commit``'s tree (None: no such file). ``memo``: a caller diffing many
+    merges along a history (exact history before merges are listed) looks each (commit, path) up once: a
+    merge's first parent is often the next merge it crosses, and each lookup reads a root tree (~20 µs)."""
+    key = (commit, path)
+    if memo is not None and key in memo:
+        return memo[key]
     try:
         entry = repo[commit].peel(pygit2.Tree)[path]
+        found = entry.id if entry.type == pygit2.GIT_OBJECT_BLOB else None
     except (KeyError, ValueError):
-        return None
-    return entry.id if entry.type == pygit2.GIT_OBJECT_BLOB else None
+        found = None
+    if memo is not None:
+        memo[key] = found
+    return found
 
 
 def _rename_source(repo: pygit2.Repository, merge: str, parent: str, path: str) -> str | None:
@@ -89,13 +102,14 @@ def _rename_source(repo: pygit2.Repository, merge: str, parent: str, path: str) 
     return best[1] if best else None
 
 
-def merge_blocks(repo: pygit2.Repository, merge: str, parent: str, path: str) -> str:
+def merge_blocks(repo: pygit2.Repository, merge: str, parent: str, path: str, blobs: BlobMemo | None = None) -> str:
     """The encoded change blocks turning ``path`` in ``parent`` into ``path`` in ``merge`` (or ADDED/UNKNOWN);
-    ``R<old path>\t<blocks>`` when the merge renamed the file relative to that parent."""
-    mine = _blob_id(repo, merge, path)
+    ``R<old path>\t<blocks>`` when the merge renamed the file relative to that parent. ``blobs``: see
+    :func:`_blob_id`."""
+    mine = _blob_id(repo, merge, path, blobs)
     if mine is None:
         return UNKNOWN
-    theirs = _blob_id(repo, parent, path)
+    theirs = _blob_id(repo, parent, path, blobs)
     prefix = ""
     if theirs is None:
         source = _rename_source(repo, merge, parent, path)
@@ -187,6 +201,9 @@ def list_merges(
         db.executemany("DELETE FROM merge_paths WHERE sha=?", listed)  # what a killed run left
         db.executemany("INSERT INTO merge_paths(sha, parent, path) VALUES (?,?,?)", rows)
         db.executemany("DELETE FROM merges_unlisted WHERE sha=?", listed)
+        # readers cache the set of listed merges on this (search/topology.py): a hover during this phase and
+        # the ones after it read the chunks listed so far instead of diffing every merge it crosses
+        store.set_state(db, MERGES_LISTED, str(int(store.get_state(MERGES_LISTED) or 0) + 1))
 
     return _in_chunks(store, git_dir, merges, chunk_paths, stored, "merge_paths", cancel, progress)
 

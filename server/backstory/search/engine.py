@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 SMALL_UPDATE_COMMITS = 50  # see Engine.small_update_due
 SMALL_UPDATE_UNITS = 300
+# merges diffed on the fly (see Engine.merge_blocks) remembered; git/git's whole history crosses 21,215 merges,
+# and each entry is a few hundred bytes
+MERGE_MEMO = 30_000
 
 
 class Engine:
@@ -69,6 +72,7 @@ class Engine:
         self._generation: str | None = None
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
+        self._blobs: dict[tuple[str, str], Any] = {}  # (commit, path) -> blob id, for merge_blocks
         self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
         self._ignored: tuple[Any, set[str]] | None = None
         self.dense = DenseLane(self.store, self.models)
@@ -226,13 +230,15 @@ class Engine:
         key = (merge, parent, path)
         ops = self._merge_ops.get(key)
         if ops is None:
-            if len(self._merge_ops) > 20_000:
+            if len(self._merge_ops) > MERGE_MEMO:
                 self._merge_ops.clear()
+            if len(self._blobs) > 2 * MERGE_MEMO:
+                self._blobs.clear()
             if self._git is None:
                 self._git = libgit.of(self.repo)
             from ..index import merge_diffs  # the indexing stack: only exact history through a merge needs it
 
-            ops = self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path)
+            ops = self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path, self._blobs)
         return ops  # the local: another thread may clear the memo meanwhile
 
     def holds_branches(self) -> bool:

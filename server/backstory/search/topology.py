@@ -14,7 +14,7 @@ from dulwich.repo import Repo
 
 from ..history import libgit
 from ..index.catalog import Catalog
-from ..index.graph import holds_branches, reachable, topo_order
+from ..index.graph import MERGES_LISTED, holds_branches, reachable, topo_order
 from ..index.store import Store
 
 if TYPE_CHECKING:
@@ -29,12 +29,22 @@ class Topology:
         self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
         self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see of)
         self._merges: tuple[Any, set[str]] | None = None
+        self._counted: tuple[tuple[int, int, int], int] | None = None  # (catalogue version, indexed commits)
+
+    def _indexed(self) -> int:
+        """How many commits are indexed, counted again only when the catalogue changed (~2 ms on git/git)."""
+        version = self.store.data_version()
+        if self._counted is None or self._counted[0] != version:
+            self._counted = (version, self.catalog.indexed_count())
+        return self._counted[1]
 
     def of(self, tip: str, generation: str | None) -> tuple[dict[str, list[str]], list[str], set[str], int]:
         """(parents, child-before-parent order from ``tip``, the same as a set, how many of them are not
         indexed): cached per tip while the index does not change (``generation``: the index's, as the engine
-        last read it from the manifest)."""
-        key = (self.store.get_state("indexed_at"), generation)
+        last read it from the manifest). A run sets ``indexed_at`` when it starts and ends; the count of indexed
+        commits keeps a graph read while its keyword lanes write (a symbol history asked then) from standing in
+        for the whole history during its later phases."""
+        key = (self.store.get_state("indexed_at"), self._indexed(), generation)
         if self._parents is None or self._parents[0] != key:
             self._parents = (key, self.catalog.indexed_parents())
             self._orders.clear()
@@ -54,7 +64,9 @@ class Topology:
 
     def merges(self, generation: str | None) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
-        key = (self.store.get_state("indexed_at"), generation)
+        # an indexing run lists merges chunk by chunk after its keyword lanes (`merge_diffs.list_merges`): each
+        # chunk is read from then on, not diffed on the fly by every exact history crossing it
+        key = (self.store.get_state("indexed_at"), self.store.get_state(MERGES_LISTED), generation)
         if self._merges is None or self._merges[0] != key:
             self._merges = (key, self.catalog.indexed_merges())
         return self._merges[1]
