@@ -214,6 +214,8 @@ async def run(
             repo, lambda q: cmd("backstory.search", {"query": q, "rerank": False})
         )
     res["server_rss_mb"] = _rss_mb(pid) if pid else None
+    if pid:  # the part of it that is the server's own heap, not index files' pages mapped in (Tantivy's mmap)
+        res["server_rss_anon_mb"] = round(proc_kb(pid, "RssAnon") / 1024 / 1024, 1)
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()

@@ -73,6 +73,7 @@ class Engine:
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
         self._blobs: dict[tuple[str, str], Any] = {}  # (commit, path) -> blob id, for merge_blocks
+        self._memo_for: set[str] | None = None  # the listed merges when the two memos started
         self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
         self._ignored: tuple[Any, set[str]] | None = None
         self.dense = DenseLane(self.store, self.models)
@@ -258,7 +259,12 @@ class Engine:
 
     def indexed_merges(self) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
-        return self.graph.merges(self._generation)
+        merges = self.graph.merges(self._generation)
+        if merges is not self._memo_for:  # more merges listed (a run's chunks, its end): what was diffed on the
+            self._memo_for = merges  # fly is read from the catalogue from now on, so the memos are let go
+            self._merge_ops = {}  # (a run's hovers fill up to ~20 MB on git/git)
+            self._blobs = {}
+        return merges
 
     def _follow_rebuilds(self) -> None:
         """Reopen everything when the index was rebuilt (by us or another process) since we opened it."""
