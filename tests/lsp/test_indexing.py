@@ -4,9 +4,12 @@ serving, shutdown in the middle of the dense phase, an outdated index rebuilt by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +19,10 @@ import pytest_lsp
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient as PlainClient
 
+from backstory.evaluation.procs import tree_pids
+from backstory.index.build import BuildOptions
 from backstory.lsp.constants import PROGRESS_TITLE, STATUS_NOTIFICATION
+from backstory.lsp.index_job import BACKGROUND_NICENESS, run_index_job
 from gitrepo import GitRepo, build_sample, fast_history, merge_missing_a_tree
 
 from .conftest import CLIENTS, SERVER, BackstoryClient, Sample, cmd, initialize_params, until, wait_ready
@@ -115,6 +121,28 @@ async def test_shutdown_while_embedding_exits_promptly_and_keeps_the_index(tmp_p
     assert index["indexed_commits"] == 1500
     assert 0.0 <= index["dense_coverage"] < 1.0  # stopped part-way, resumable
     engine.close()
+
+
+async def test_the_indexing_child_and_its_readers_run_below_the_server(tmp_path: Path) -> None:
+    """Hovers and searches asked while a long history indexes get the cores first: the indexing child and the
+    reader processes it starts run at a lower priority than the process that started it."""
+    root = tmp_path / "big"
+    fast_history(root, 600)
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: dict[int, int] = {}
+
+    def progress(_phase: str, _done: int, _total: int) -> None:
+        for pid in tree_pids(os.getpid())[1:]:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                seen[pid] = os.getpriority(os.PRIO_PROCESS, pid)
+
+    report, _note = await asyncio.to_thread(
+        run_index_job, root, options=BuildOptions(), index_dir=None, rebuild=False, dense=False, model_path=None,
+        progress=progress, cancel=threading.Event(),
+    )  # fmt: skip
+    assert report.new_commits == 600
+    niced = [pid for pid, n in seen.items() if n == min(ours + BACKGROUND_NICENESS, 19)]
+    assert len(niced) >= 2, f"the child and its readers at niceness {ours} + {BACKGROUND_NICENESS}: {seen}"
 
 
 async def test_outdated_index_is_rebuilt_by_the_indexing_child(tmp_path: Path) -> None:

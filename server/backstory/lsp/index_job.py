@@ -5,7 +5,8 @@ and parse caches, the embedding model's activations) that a long-lived Python pr
 system, and its Python work (diff assembly, tokenizing) competes with hovers and searches for the GIL. In a
 child, the server's memory stays at "catalogue + models for queries" and its event loop stays responsive. The
 child writes under the index write lock exactly like ``backstory index``; the server's engine reads what it
-committed (Tantivy reload, vectors by modification time).
+committed (Tantivy reload, vectors by modification time). The child runs at a lower priority than the server
+(:data:`BACKGROUND_NICENESS`), so the requests asked meanwhile win the cores.
 
 Small updates (a few new commits after HEAD moved) run in the server itself instead (``run_index_here``):
 spawning a child and importing the indexing stack costs about a second, which matters for "a new commit is
@@ -18,6 +19,7 @@ the in-process build raises.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -33,6 +35,10 @@ from ..index.progress import Progress
 from ..index.store import IndexBusy, RebuildNeeded, StoreError
 
 POLL_SECONDS = 0.2
+#: the child's (and its readers') niceness above the server's: hovers and searches asked while a long history
+#: indexes get the cores first (on git/git's two cores a hover waited ~100 ms for them during the symbols phase,
+#: against ~35 ms once the run was over), and the run takes back what the server leaves idle
+BACKGROUND_NICENESS = 10
 # how long a run waits for another writer before the server says so and waits itself (lsp/indexing.py: it
 # retries as soon as the lock is free, so a long wait here would only hide why nothing happens)
 LOCK_WAIT_SECONDS = 2.0
@@ -41,6 +47,8 @@ LOCK_WAIT_SECONDS = 2.0
 def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> None:
     """Entry point of the child: index, then embed, reporting progress and the outcome over ``conn``."""
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
+    with contextlib.suppress(OSError):  # best effort: a platform without nice indexes at the server's priority
+        os.nice(BACKGROUND_NICENESS)
     try:
         from ..index.job import run_index
 
