@@ -861,7 +861,16 @@ async function main() {
     {
       const before = events().length;
       await openFolder(path.join(dirs.repo, "app"));
-      const started2 = await waitFor("the server in the subfolder window", () => events().slice(before).find((e) => e.event === "started" || e.event === "error"), 90_000);
+      const startedOrError = () => events().slice(before).find((e) => e.event === "started" || e.event === "error");
+      let started2 = await waitFor("the server in the subfolder window", startedOrError, 45_000).catch(() => null);
+      if (!started2) {
+        // twice in ~40 runs the new window's extension host saw none of the user settings (its toast said the server
+        // was not on PATH although backstory.server.path is set, and it wrote nothing to the results file they name);
+        // the same window loaded again reads them
+        log("the subfolder window reported nothing in 45 s (its extension had not read the user settings): loading it again");
+        await openFolder(path.join(dirs.repo, "app"));
+        started2 = await waitFor("the server in the subfolder window", startedOrError, 90_000);
+      }
       check("the server starts for a subfolder workspace", started2.event === "started", started2.message ?? started2.command);
       await waitFor("ready in the subfolder window", () => events().slice(before).find((e) => e.event === "status" && e.status?.state === "ready"), 120_000);
       await openFile("client.py");
