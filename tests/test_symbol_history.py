@@ -14,6 +14,7 @@ from backstory import symbols
 from backstory.features.exact_history import exact_commits, symbol_history
 from backstory.features.locate import Position, head_blob, parse_position
 from backstory.features.prior_art import prior_art
+from backstory.history import libgit
 from backstory.history.repo import HistoryError, open_repo
 from backstory.index import build, merge_diffs
 from backstory.index.build import index_repository
@@ -429,9 +430,20 @@ def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
         new = repo.git("show", f"{sha}:{path}").encode()
         assert decode(ops) == [(i, i + n, j, j + m) for i, n, j, m in changes(old, new)]
     assert ADDED in {r["ops"] for r in rows}  # a file new relative to a parent
+    # diffed on the fly with one memo of blob ids shared by every row (as exact history does before the merges
+    # phase), the blocks are the stored ones
+    memo: merge_diffs.BlobMemo = {}
+    git = libgit.of(engine.repo)
+    assert [merge_diffs.merge_blocks(git, sha, parent, path, memo) for sha, parent, path, _ops in rows] == [
+        r["ops"] for r in rows
+    ]
+    assert len(memo) < 2 * len(rows)  # a merge's blob is looked up once for all of its parents
 
 
-def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(repo: GitRepo) -> None:
+@pytest.mark.parametrize("stop_before_merges", [False, True])
+def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(
+    repo: GitRepo, stop_before_merges: bool
+) -> None:
     # the side branch moved the module; relative to main the merge *adds* pkg/files.py: git's line-log finds the
     # rename there and follows main's history of pkg/io.py (where save() was edited) instead of the side branch
     repo.commit("v1", {"pkg/io.py": PY_V1})
@@ -442,7 +454,7 @@ def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(rep
     edit = repo.commit("main: binary save", {"pkg/io.py": PY_V1.replace('"w"', '"wb"')})
     repo.git("merge", "-q", "--no-ff", "-m", "merge move", "move")
     assert (repo.path / "pkg/files.py").exists() and not (repo.path / "pkg/io.py").exists()
-    tp, ours, oracle, bad = compare_all(repo)
+    tp, ours, oracle, bad = compare_all(repo, stop_before_merges)
     assert bad == []
     assert tp == ours == oracle > 0
     assert edit in git_log_l(repo, "pkg/files.py", 9, 11)  # save() at HEAD: the case is really exercised

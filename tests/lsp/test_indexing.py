@@ -123,12 +123,17 @@ async def test_shutdown_while_embedding_exits_promptly_and_keeps_the_index(tmp_p
     engine.close()
 
 
-async def test_the_indexing_child_and_its_readers_run_below_the_server(tmp_path: Path) -> None:
+async def test_the_indexing_child_and_its_readers_run_below_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Hovers and searches asked while a long history indexes get the cores first: the indexing child and the
     reader processes it starts run at a lower priority than the process that started it."""
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    if ours + BACKGROUND_NICENESS > 19:
+        pytest.skip(f"the tests already run at niceness {ours}: no lower priority to see")
+    monkeypatch.setenv("BACKSTORY_WORKERS", "2")  # reader processes even on a one-core machine
     root = tmp_path / "big"
     fast_history(root, 600)
-    ours = os.getpriority(os.PRIO_PROCESS, 0)
     seen: dict[int, int] = {}
 
     def progress(_phase: str, _done: int, _total: int) -> None:
@@ -141,7 +146,7 @@ async def test_the_indexing_child_and_its_readers_run_below_the_server(tmp_path:
         progress=progress, cancel=threading.Event(),
     )  # fmt: skip
     assert report.new_commits == 600
-    niced = [pid for pid, n in seen.items() if n == min(ours + BACKGROUND_NICENESS, 19)]
+    niced = [pid for pid, n in seen.items() if n == ours + BACKGROUND_NICENESS]
     assert len(niced) >= 2, f"the child and its readers at niceness {ours} + {BACKGROUND_NICENESS}: {seen}"
 
 

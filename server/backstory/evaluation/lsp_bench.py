@@ -52,9 +52,9 @@ def _positions(repo: Path, n: int, seed: int = 5) -> list[tuple[Path, int, int]]
     return out[:n]
 
 
-def _rss_mb(pid: int) -> float | None:
-    """A process's resident memory in MiB, None once it is gone."""
-    rss = proc_kb(pid, "VmRSS")
+def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """A process's resident memory in MiB (``RssAnon``: its own heap, not files mapped in), None once it is gone."""
+    rss = proc_kb(pid, field)
     return round(rss / 1024 / 1024, 1) if rss else None
 
 
@@ -215,7 +215,7 @@ async def run(
         )
     res["server_rss_mb"] = _rss_mb(pid) if pid else None
     if pid:  # the part of it that is the server's own heap, not index files' pages mapped in (Tantivy's mmap)
-        res["server_rss_anon_mb"] = round(proc_kb(pid, "RssAnon") / 1024 / 1024, 1)
+        res["server_rss_anon_mb"] = _rss_mb(pid, "RssAnon")
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()

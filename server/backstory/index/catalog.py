@@ -138,7 +138,9 @@ class Catalog(Counts):
         return int(self._db.execute("SELECT COUNT(*) FROM commits WHERE state='indexed'").fetchone()[0])
 
     def indexed_merges(self) -> set[str]:
-        """Merges whose paths and change blocks are stored (the merges phase); exact history diffs the others."""
+        """Merges whose changed paths are listed (right after the keyword lanes; their change blocks follow in the
+        merges phase, and exact history diffs a listed path without blocks on the fly); exact history diffs the
+        merges not listed yet wholly on the fly."""
         sql = (
             "SELECT sha FROM commits WHERE is_merge=1 AND state='indexed'"
             " AND sha NOT IN (SELECT sha FROM merges_unlisted)"

@@ -85,6 +85,7 @@ def deepened(store: Store, repo: Repo) -> frozenset[str]:
 RUN_HEAD = "run_head"
 RUN_TOTAL = "run_total"
 MERGES_LISTED = "merges_listed"  # a count of the chunks of merges listed (`merge_diffs.list_merges`)
+GRAPH_CHANGED = "graph_changed"  # a count of the batches marked indexed and the purges (`batch_writer`)
 SCOPE_BRANCHES = "branches"  # state "scope": the index holds every local branch's history, not only HEAD's
 
 

@@ -54,6 +54,7 @@ def decode(text: str) -> list[Block]:
 
 
 BlobMemo = dict[tuple[str, str], "pygit2.Oid | None"]
+_UNSEEN = object()
 
 
 def _blob_id(repo: pygit2.Repository, commit: str, path: str, memo: BlobMemo | None = None) -> pygit2.Oid | None:
@@ -61,8 +62,9 @@ def _blob_id(repo: pygit2.Repository, commit: str, path: str, memo: BlobMemo | N
     merges along a history (exact history before merges are listed) looks each (commit, path) up once: a
     merge's first parent is often the next merge it crosses, and each lookup reads a root tree (~20 µs)."""
     key = (commit, path)
-    if memo is not None and key in memo:
-        return memo[key]
+    known = memo.get(key, _UNSEEN) if memo is not None else _UNSEEN  # one read: another thread may drop the memo
+    if known is not _UNSEEN:
+        return known  # type: ignore[return-value]
     try:
         entry = repo[commit].peel(pygit2.Tree)[path]
         found = entry.id if entry.type == pygit2.GIT_OBJECT_BLOB else None
@@ -203,7 +205,7 @@ def list_merges(
         db.executemany("DELETE FROM merges_unlisted WHERE sha=?", listed)
         # readers cache the set of listed merges on this (search/topology.py): a hover during this phase and
         # the ones after it read the chunks listed so far instead of diffing every merge it crosses
-        store.set_state(db, MERGES_LISTED, str(int(store.get_state(MERGES_LISTED) or 0) + 1))
+        store.bump_state(db, MERGES_LISTED)
 
     return _in_chunks(store, git_dir, merges, chunk_paths, stored, "merge_paths", cancel, progress)
 

@@ -47,7 +47,7 @@ LOCK_WAIT_SECONDS = 2.0
 def _child(job: dict[str, Any], conn: Connection, cancel: Any, parent: int) -> None:
     """Entry point of the child: index, then embed, reporting progress and the outcome over ``conn``."""
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
-    with contextlib.suppress(OSError):  # best effort: a platform without nice indexes at the server's priority
+    with contextlib.suppress(OSError, AttributeError):  # best effort: without nice, the server's priority
         os.nice(BACKGROUND_NICENESS)
     try:
         from ..index.job import run_index

@@ -73,7 +73,7 @@ class Engine:
         self._lock = threading.RLock()
         self._merge_ops: dict[tuple[str, str, str], str] = {}
         self._blobs: dict[tuple[str, str], Any] = {}  # (commit, path) -> blob id, for merge_blocks
-        self._memo_for: set[str] | None = None  # the listed merges when the two memos started
+        self._memo_for: str | None = None  # the index's `indexed_at` when the two memos started
         self._git: Any = None  # pygit2 repository for merge diffs, opened on first use
         self._ignored: tuple[Any, set[str]] | None = None
         self.dense = DenseLane(self.store, self.models)
@@ -231,10 +231,10 @@ class Engine:
         key = (merge, parent, path)
         ops = self._merge_ops.get(key)
         if ops is None:
-            if len(self._merge_ops) > MERGE_MEMO:
-                self._merge_ops.clear()
+            if len(self._merge_ops) > MERGE_MEMO:  # replaced, not cleared: another thread may be reading them
+                self._merge_ops = {}
             if len(self._blobs) > 2 * MERGE_MEMO:
-                self._blobs.clear()
+                self._blobs = {}
             if self._git is None:
                 self._git = libgit.of(self.repo)
             from ..index import merge_diffs  # the indexing stack: only exact history through a merge needs it
@@ -259,12 +259,12 @@ class Engine:
 
     def indexed_merges(self) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
-        merges = self.graph.merges(self._generation)
-        if merges is not self._memo_for:  # more merges listed (a run's chunks, its end): what was diffed on the
-            self._memo_for = merges  # fly is read from the catalogue from now on, so the memos are let go
-            self._merge_ops = {}  # (a run's hovers fill up to ~20 MB on git/git)
+        stamp = self.store.get_state("indexed_at")
+        if stamp != self._memo_for:  # a run started or ended: the merges' blocks it stores (its last phase) are read
+            self._memo_for = stamp  # from the catalogue after it, so what was diffed on the fly during it is let
+            self._merge_ops = {}  # go (a run's hovers fill up to ~20 MB on git/git)
             self._blobs = {}
-        return merges
+        return self.graph.merges(self._generation)
 
     def _follow_rebuilds(self) -> None:
         """Reopen everything when the index was rebuilt (by us or another process) since we opened it."""

@@ -14,7 +14,7 @@ from dulwich.repo import Repo
 
 from ..history import libgit
 from ..index.catalog import Catalog
-from ..index.graph import MERGES_LISTED, holds_branches, reachable, topo_order
+from ..index.graph import GRAPH_CHANGED, MERGES_LISTED, holds_branches, reachable, topo_order
 from ..index.store import Store
 
 if TYPE_CHECKING:
@@ -26,30 +26,23 @@ class Topology:
         self.store = store
         self.repo = repo
         self.catalog = catalog
-        self._parents: tuple[Any, dict[str, list[str]]] | None = None  # of indexed commits, per index state
-        self._orders: dict[str, tuple[list[str], set[str], int]] = {}  # tip -> its topology (see of)
+        # (index state, parents of indexed commits, tip -> its topology): one tuple, replaced whole, so that a
+        # thread still ordering the graph it read cannot file that order under a newer state
+        self._graph: tuple[Any, dict[str, list[str]], dict[str, tuple[list[str], set[str], int]]] | None = None
         self._merges: tuple[Any, set[str]] | None = None
-        self._counted: tuple[tuple[int, int, int], int] | None = None  # (catalogue version, indexed commits)
-
-    def _indexed(self) -> int:
-        """How many commits are indexed, counted again only when the catalogue changed (~2 ms on git/git)."""
-        version = self.store.data_version()
-        if self._counted is None or self._counted[0] != version:
-            self._counted = (version, self.catalog.indexed_count())
-        return self._counted[1]
 
     def of(self, tip: str, generation: str | None) -> tuple[dict[str, list[str]], list[str], set[str], int]:
         """(parents, child-before-parent order from ``tip``, the same as a set, how many of them are not
         indexed): cached per tip while the index does not change (``generation``: the index's, as the engine
-        last read it from the manifest). A run sets ``indexed_at`` when it starts and ends; the count of indexed
-        commits keeps a graph read while its keyword lanes write (a symbol history asked then) from standing in
-        for the whole history during its later phases."""
-        key = (self.store.get_state("indexed_at"), self._indexed(), generation)
-        if self._parents is None or self._parents[0] != key:
-            self._parents = (key, self.catalog.indexed_parents())
-            self._orders.clear()
-        parents = self._parents[1]
-        cached = self._orders.get(tip)
+        last read it from the manifest). A run sets ``indexed_at`` when it starts and ends, and bumps
+        :data:`GRAPH_CHANGED` with every batch it marks indexed and every purge, so a graph read while its
+        keyword lanes write (a symbol history asked then) does not stand in for the whole history later."""
+        key = (self.store.get_state("indexed_at"), self.store.get_state(GRAPH_CHANGED), generation)
+        graph = self._graph
+        if graph is None or graph[0] != key:
+            graph = self._graph = (key, self.catalog.indexed_parents(), {})
+        _key, parents, orders = graph
+        cached = orders.get(tip)
         if cached is None:
             new = 0
             if tip not in parents:  # commits since the last run: known through git, not the catalogue
@@ -57,9 +50,9 @@ class Topology:
                     parents[c.sha] = list(c.parents)
                     new += 1
             order = topo_order(tip, parents)
-            if len(self._orders) >= 4:
-                self._orders.pop(next(iter(self._orders)))
-            cached = self._orders[tip] = (order, set(order), new)
+            if len(orders) >= 4:
+                orders.pop(next(iter(orders), ""), None)
+            cached = orders[tip] = (order, set(order), new)
         return parents, cached[0], cached[1], cached[2]
 
     def merges(self, generation: str | None) -> set[str]:
