@@ -314,12 +314,12 @@ def test_non_utf8_file_names_filter_and_show(repo: GitRepo) -> None:
 
 
 def test_second_stage_choice(indexed) -> None:
-    from backstory import cli
+    from backstory import cli, cli_parser
     from backstory.search import engine
 
-    assert cli.SECOND_STAGES == engine.SECOND_STAGES  # the CLI keeps its own copy so that it starts fast
-    assert engine.SearchOptions().dense_pool == cli.DENSE_POOL
-    args = cli._parser().parse_args(["query", "x", "--dense-pool", "3"])
+    assert cli_parser.SECOND_STAGES == engine.SECOND_STAGES  # the CLI keeps its own copy so that it starts fast
+    assert engine.SearchOptions().dense_pool == cli_parser.DENSE_POOL
+    args = cli_parser.build_parser().parse_args(["query", "x", "--dense-pool", "3"])
     assert cli._search_options(args).dense_pool == 3
     path, _ = indexed
     assert query(path, "retry backoff", "--second-stage", "blend")["results"]
@@ -425,14 +425,14 @@ def test_query_help_hides_tuning_switches_which_still_work(indexed) -> None:
 
 
 def test_serve_tcp_is_checked() -> None:
-    from backstory import cli
+    from backstory import cli_parser
 
     proc = run("serve", "--tcp", "nonsense")
     assert proc.returncode == 2
     assert "--tcp: expected HOST:PORT with a port from 1 to 65535, got 'nonsense'" in proc.stderr
     assert "invalid literal" not in proc.stderr
     assert run("serve", "--tcp", "localhost:70000").returncode == 2
-    parse = cli._parser().parse_args
+    parse = cli_parser.build_parser().parse_args
     assert parse(["serve", "--tcp", "localhost:2087"]).tcp == ("localhost", 2087)
     assert parse(["serve", "--tcp", "2087"]).tcp == ("127.0.0.1", 2087)
     assert parse(["serve", "--tcp", "[::1]:2087"]).tcp == ("::1", 2087)

@@ -59,10 +59,10 @@ def test_a_broken_internal_link_fails_the_build(tmp_path) -> None:
 
 
 def test_cli_reference_lists_every_command_and_flag() -> None:
-    from backstory import cli
+    from backstory import cli_parser
 
     text = _hooks().cli_reference()
-    parser = cli._parser(tuning_help=True)
+    parser = cli_parser.build_parser(tuning_help=True)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, sp in sub.choices.items():
         assert f"## `{name}`" in text
@@ -71,7 +71,8 @@ def test_cli_reference_lists_every_command_and_flag() -> None:
                 continue
             for option in action.option_strings:
                 assert f"`{option}" in text, f"{name} {option}"
-    for code in (cli.EXIT_OK, cli.EXIT_NO_RESULTS, cli.EXIT_USAGE, cli.EXIT_NO_INDEX, cli.EXIT_ERROR, 130):
+    exits = ("EXIT_OK", "EXIT_NO_RESULTS", "EXIT_USAGE", "EXIT_NO_INDEX", "EXIT_ERROR", "EXIT_INTERRUPTED")
+    for code in (getattr(cli_parser, name) for name in exits):
         assert f"| `{code}` |" in text
     assert "**Tuning switches**" in text
 

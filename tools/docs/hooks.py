@@ -1,6 +1,6 @@
 """mkdocs hooks: the reference pages are generated from the code at build time, so they cannot drift from it.
 
-- ``reference/cli.md``: every command and flag, from ``backstory.cli._parser`` (tuning switches included, in
+- ``reference/cli.md``: every command and flag, from ``backstory.cli_parser.build_parser`` (tuning switches included, in
   their own section, as ``BACKSTORY_TUNING_HELP=1 backstory query --help`` lists them), and the exit codes.
 - ``reference/settings.md``: every server option (``backstory.lsp.options.Options`` and its aliases), every VS
   Code setting (``clients/vscode/package.json`` ``contributes.configuration``), every Neovim key
@@ -102,10 +102,10 @@ def _table(actions: list[argparse.Action]) -> list[str]:
 
 
 def cli_reference() -> str:
-    from backstory import cli
+    from backstory import cli_parser
 
-    parser = cli._parser(tuning_help=True)
-    plain = cli._parser(tuning_help=False)
+    parser = cli_parser.build_parser(tuning_help=True)
+    plain = cli_parser.build_parser(tuning_help=False)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     plain_sub = next(a for a in plain._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in sub._choices_actions}
@@ -140,7 +140,7 @@ def cli_reference() -> str:
             out += _table([a for a in actions if a.dest in hidden])
     out += ["", "## Exit codes", "", "Every command exits with one of these (`backstory --help` lists them too):", ""]
     out += ["| code | meaning |", "|---|---|"]
-    for line in cli.EXIT_CODES.splitlines()[1:]:
+    for line in cli_parser.EXIT_CODES.splitlines()[1:]:
         code, meaning = line.strip().split(None, 1)
         out.append(f"| `{code}` | {_cell(meaning)} |")
     out += [
