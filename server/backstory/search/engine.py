@@ -240,7 +240,7 @@ class Engine:
             from ..index import merge_diffs  # the indexing stack: only exact history through a merge needs it
 
             ops = self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path, self._blobs)
-        return ops  # the local: another thread may clear the memo meanwhile
+        return ops  # the local: another thread may replace the memo meanwhile
 
     def holds_branches(self) -> bool:
         """Whether the index holds every local branch's history (``backstory index --all-branches``)."""
