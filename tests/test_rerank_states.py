@@ -10,15 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backstory.evaluation.rerank_variants import VARIANTS, VariantReranker
+from backstory.evaluation.rerank_variants import VARIANTS, VariantReranker, pool_tokens
 from backstory.history.repo import open_repo
 from backstory.index import unit_states
 from backstory.index.build import index_repository, store_for
 from backstory.index.dense_build import embed_pending, unit_passages
 from backstory.index.packing import ZSTD_MAGIC
-from backstory.index.store import StoreError
+from backstory.index.store import Store, StoreError
 from backstory.models import Embedder, MaxSimReranker, resolve_model
-from backstory.models.states import COMPONENTS, MIN_FIT_TOKENS, STATES_RECIPE, StateCodec, maxsim
+from backstory.models.states import (
+    COMPONENTS,
+    LEVELS,
+    MIN_FIT_TOKENS,
+    REQUANTIZABLE,
+    STATES_RECIPE,
+    StateCodec,
+    maxsim,
+)
 from backstory.search.engine import Engine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo, kill_dense_phase
@@ -67,7 +75,8 @@ def test_codec_roundtrip_is_close_deterministic_and_serialisable(embedder: Embed
     assert back.shape == states.shape
     np.testing.assert_allclose(np.linalg.norm(back, axis=1), 1.0, rtol=1e-5)
     cosines = (back * states).sum(axis=1)
-    assert cosines.min() > 0.9 and cosines.mean() > 0.97  # the fitting sample comes back closely
+    # the fitting sample comes back closely (0.9 / 0.97 at 7 levels; the coarse step costs ranking nothing measured)
+    assert cosines.min() > 0.85 and cosines.mean() > 0.92
     assert codec.encode(states) == blob
     # scoring in the reduced space equals scoring the reconstruction
     query = embedder.token_states(["retry the request with a timeout"])[0]
@@ -83,6 +92,36 @@ def test_codec_roundtrip_is_close_deterministic_and_serialisable(embedder: Embed
     assert odd.token_bytes == 2 + 17 and odd.coords(odd.encode(states)).shape == (len(states), 33)
     with pytest.raises(ValueError):
         StateCodec.from_bytes(codec.to_bytes()[:-4])
+
+
+def _codes(codec: StateCodec, blob: bytes) -> np.ndarray:
+    """The int4 codes of a blob (``-8..7``), every token's in a row."""
+    packed = np.frombuffer(blob[2 * (len(blob) // codec.token_bytes) :], dtype=np.uint8)
+    return np.stack([packed >> 4, packed & 15], axis=1).astype(np.int16).reshape(-1) - 8
+
+
+def test_codes_use_the_coarse_step_and_finer_rows_are_brought_to_it(embedder: Embedder) -> None:
+    texts = [f"{p}\n{body}" for p, body in DIFFS.items()] * 3
+    states = np.concatenate(embedder.token_states(texts, content_only=True))
+    codec = StateCodec.fit(states, components=48)
+    blob = codec.encode(states)
+    codes = _codes(codec, blob)
+    assert LEVELS == 3 and f"levels{LEVELS}" in STATES_RECIPE and STATES_RECIPE not in REQUANTIZABLE
+    assert np.abs(codes).max() == LEVELS  # each token's largest coordinate is at +-LEVELS, none beyond
+    # a row an older version wrote (codes over -7..7, the same layout) decodes as before, and comes to the
+    # current step as if encoded now from the coordinates it holds; doing it twice changes nothing
+    coords = np.asarray(states @ codec.basis - codec.mean @ codec.basis, dtype=np.float32)
+    fine = codec._encode_coords(coords, 7)
+    assert len(fine) == len(blob) and np.abs(_codes(codec, fine)).max() == 7
+    np.testing.assert_allclose(codec.coords(fine), coords, atol=float(np.abs(coords).max()) / 7)
+    coarse = codec.requantize(fine)
+    assert coarse == codec._encode_coords(codec.coords(fine)) and codec.requantize(coarse) == coarse
+    assert codec.requantize(blob) == blob
+    # the coarser step still brings the tokens back closely (cosines to the originals)
+    back = codec.decode(blob)
+    assert (back * states).sum(axis=1).mean() > 0.92
+    # and compresses to fewer bytes than the finer one: the reason for the step
+    assert len(unit_states.pack(blob)) < 0.8 * len(unit_states.pack(fine))
 
 
 def test_damaged_codec_is_a_clear_error(tmp_path: Path) -> None:
@@ -129,6 +168,24 @@ def test_stored_rows_that_cannot_be_read_back_are_left_out(tmp_path: Path, caplo
     assert sorted(f - base for f in unit_states.get(db, list(rows))) == [1, 2, 4, 5]  # no width: frames only
 
 
+def test_token_pooling_merges_the_closest_rows_first_and_is_deterministic() -> None:
+    """The evaluation's pooled-states variant (measured, not shipped): Ward clustering down to ceil(n / factor)
+    unit rows, near-duplicates merged before anything else, the same rows giving the same bytes."""
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(6, 32))
+    near = base[[0, 2, 4]] + 1e-3 * rng.normal(size=(3, 32))  # a close twin of rows 0, 2 and 4
+    rows = np.concatenate([base, near])
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    pooled = pool_tokens(rows, 1.5)
+    assert pooled.shape == (6, 32) and pooled.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(pooled, axis=1), 1.0, rtol=1e-5)
+    # each twin joined its original, nothing else was merged: every original row is still (nearly) there
+    assert (pooled @ rows[:6].T).max(axis=0).min() > 0.999
+    assert pool_tokens(rows, 1.5).tobytes() == pooled.tobytes()
+    assert pool_tokens(rows, 3).shape == (3, 32) and pool_tokens(rows, 100).shape == (1, 32)
+    assert pool_tokens(rows, 1).shape == rows.shape
+
+
 def test_content_only_states_drop_punctuation(embedder: Embedder) -> None:
     text = "def f(x):\n    return x.y(z) == [1, 2]"
     every = embedder.token_states([text])[0]
@@ -143,16 +200,23 @@ def test_content_only_states_drop_punctuation(embedder: Embedder) -> None:
     assert counted[0] == len(content) and 0 < counted[1] <= 128 - 2  # [CLS] and [SEP] take two places
 
 
-def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedder: Embedder) -> None:
-    path = tmp_path / "big"
+def _embedded_history(path: Path, embedder: Embedder) -> tuple[Store, StateCodec]:
+    """A 240-commit wordy history indexed with embeddings: its store and the codec its states were stored with."""
     wordy_history(path, 240)
     index_repository(path)
     assert _embed(path, embedder) == 240
     store = store_for(open_repo(path))
+    codec = unit_states.load_codec(store.db, STATES_RECIPE)
+    assert codec is not None
+    return store, codec
+
+
+def test_dense_phase_stores_states_and_rerank_reads_them(tmp_path: Path, embedder: Embedder) -> None:
+    path = tmp_path / "big"
+    store, codec = _embedded_history(path, embedder)
     db = store.db
     assert store.read_manifest()["dense"]["states"] == STATES_RECIPE
-    codec = unit_states.load_codec(db, STATES_RECIPE)
-    assert codec is not None and codec.components == COMPONENTS
+    assert codec.components == COMPONENTS
     assert f"pca{COMPONENTS}" in STATES_RECIPE  # a different number of axes is a different recipe: a rebuild
     fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1 ORDER BY fid")]
     blobs = unit_states.get(db, fids)
@@ -281,6 +345,66 @@ def test_index_from_before_stored_states_is_embedded_again(tmp_path: Path, embed
         assert embed_pending(store, embedder) == 120
     assert store.read_manifest()["dense"]["states"] == STATES_RECIPE
     assert store.db.execute("SELECT COUNT(*) FROM unit_states").fetchone()[0] == 120
+
+
+def test_states_of_an_older_step_are_reencoded_in_place_without_the_model(tmp_path: Path, embedder: Embedder) -> None:
+    """An index whose rows an older version encoded at 7 levels: the next run re-encodes them at the current
+    step (no unit embedded again, the vectors untouched), compacts the catalogue, and a run killed halfway
+    through is finished by the next one with the same rows."""
+    path = tmp_path / "older"
+    store, codec = _embedded_history(path, embedder)
+    db = store.db
+    fids = [r[0] for r in db.execute("SELECT fid FROM files WHERE embedded=1 ORDER BY fid")]
+    raw = embedder.token_states(unit_passages(store, fids, False), content_only=True)
+    old = {f: codec._encode_coords(codec.coords(codec._encode_coords((s - codec.mean) @ codec.basis, 7)), 7)
+           for f, s in zip(fids, raw, strict=True)}  # fmt: skip
+
+    def as_older_version_left_it() -> None:
+        with store.transaction() as tx:
+            unit_states.put(tx, old.items())
+            unit_states.save_codec(tx, REQUANTIZABLE[0], codec)
+        manifest = store.read_manifest()
+        manifest["dense"]["states"] = REQUANTIZABLE[0]
+        store.write_manifest(manifest)
+
+    as_older_version_left_it()
+    vectors_before = store.vectors_path.read_bytes()
+    query = "func_17 returns the value times 17"
+    # until the next dense run, searches read those rows as they are (they decode alike): no model run per
+    # candidate, so a unit whose row is gone scores as the model's states encoded at the current step
+    before = _engine(path, embedder).search(query, SearchOptions())
+    assert before["_meta"]["rerank"] == "maxsim" and before["results"]
+    first = db.execute("SELECT fid FROM files WHERE sha=?", (before["results"][0]["commit"]["sha"],)).fetchone()[0]
+    expected = codec.maxsim(embedder.token_states([query])[0], [old[first]])[0]
+    assert before["results"][0]["why"]["rerank"] == pytest.approx(expected, abs=1e-6)
+    with store.write_lock():
+        assert embed_pending(store, embedder) == 0  # nothing embedded again
+    assert store.vectors_path.read_bytes() == vectors_before
+    assert store.read_manifest()["dense"]["states"] == STATES_RECIPE
+    assert unit_states.load_codec(db, STATES_RECIPE).digest == codec.digest  # type: ignore[union-attr]
+    migrated = unit_states.get(db, fids)
+    assert migrated == {f: codec.requantize(b) for f, b in old.items()}
+    assert all(np.abs(_codes(codec, b)).max() <= LEVELS for b in migrated.values())
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0  # compacted
+    searched = _engine(path, embedder).search(query, SearchOptions())
+    assert searched["results"] and all(isinstance(r["why"]["rerank"], float) for r in searched["results"])
+
+    # killed halfway: half the rows re-encoded, the codec and the stamp still the older recipe's
+    as_older_version_left_it()
+    with store.transaction() as tx:
+        unit_states.put(tx, [(f, codec.requantize(old[f])) for f in fids[: len(fids) // 2]])
+    with store.write_lock():
+        assert embed_pending(store, embedder) == 0
+    assert unit_states.get(db, fids) == migrated
+    assert _engine(path, embedder).search(query, SearchOptions())["results"] == searched["results"]
+
+    # killed after the codec was filed under the new recipe but before the stamp said so: nothing to redo
+    manifest = store.read_manifest()
+    manifest["dense"]["states"] = REQUANTIZABLE[0]
+    store.write_manifest(manifest)
+    with store.write_lock():
+        assert embed_pending(store, embedder) == 0
+    assert store.read_manifest()["dense"]["states"] == STATES_RECIPE and unit_states.get(db, fids) == migrated
 
 
 def test_purged_units_lose_their_states(tmp_path: Path, embedder: Embedder) -> None:

@@ -74,6 +74,7 @@ for _w in ("0", "0.5", "1", "1.5", "2", "3", "4", "6"):
     CONFIGS[f"fused+rerank-md{_w}"] = {"rerank": True, "weights": {**DEFAULT_WEIGHTS, "message_dense": float(_w)}}
     CONFIGS[f"fused+rerank-md{_w}-pool10"] = {**CONFIGS[f"fused+rerank-md{_w}"], "message_pool": 10}
 CONFIGS.update({f"rr:{name}": {"rerank": True, "second_stage": "blend", "rerank_variant": name} for name in VARIANTS})
+CONFIGS.update({f"rrl:{name}": {"rerank": True, "rerank_variant": name} for name in VARIANTS})
 
 
 def plain_bm25(engine: Engine, with_message: bool = False) -> Callable[[str], list[str]]:
@@ -227,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         "an index with messages (or --message-blind); reports per query kind as well",
     )
     ap.add_argument("--message-blind", action="store_true", help="with --questions: a message-blind index")
-    ap.add_argument("--configs", default=",".join(c for c in CONFIGS if not c.startswith("rr:")))  # rr:* are slow
+    slow = ("rr:", "rrl:")  # the rerank variants run the model per candidate
+    ap.add_argument("--configs", default=",".join(c for c in CONFIGS if not c.startswith(slow)))
     ap.add_argument("--rerank-top", type=int, default=20)
     ap.add_argument("--unit-experiment", action="store_true", help="compare per-file and per-hunk dense units")
     ap.add_argument("--history", type=int, default=0, help="also compare N symbol histories with git log -L")

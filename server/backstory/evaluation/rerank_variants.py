@@ -5,8 +5,11 @@ The shipped rerank scores a candidate commit by MaxSim against the stored token 
 was written, 192 since), int4.
 The rerank computed from the model (the commit's best hunks as text, every token, float32) ranked better.
 Each variant here recomputes states with the model and changes exactly one of: the passage text, the token
-selection, the projection, the quantization; so ``python -m backstory.evaluation.evaluate`` can tell which one costs.
+selection, the projection, the quantization (and its step), the tokens' pooling; so
+``python -m backstory.evaluation.evaluate`` can tell which one costs.
 Nothing here runs outside the evaluation (forward passes per candidate: ~20x slower than the stored path).
+``rr:NAME`` configurations of the evaluation order by the rerank blended with the fused score, ``rrl:NAME`` by
+the learned second stage, as the shipped search does.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 
 from ..index.dense_build import unit_passages
 from ..models.passages import file_passage
-from ..models.states import StateCodec, maxsim
+from ..models.states import LEVELS, StateCodec, _product, _quantize, maxsim
 
 if TYPE_CHECKING:
     from ..search.engine import Engine
@@ -30,11 +33,16 @@ if TYPE_CHECKING:
 class Variant:
     """``text``: "unit" (the best hunk's file unit) or "hunks" (the commit's best hunks, as the base rerank);
     ``tokens``: "all" or "distinct" (distinct content tokens); ``codec``: "none" (float32 states),
-    "pcaN" (projection on N axes, float32), "pcaN-int4" / "pcaN-int8" (stored codecs)."""
+    "pcaN" (projection on N axes, float32), "pcaN-int4" / "pcaN-int8" (stored codecs); ``pool``: the tokens
+    clustered down to ``ceil(n / pool)`` before the codec (:func:`pool_tokens`; 1 keeps them all); ``levels``:
+    the int4 codes' range, ``-levels..levels`` (7, as every codec before the seventeenth pass; the shipped
+    one since is :data:`~backstory.models.states.LEVELS`)."""
 
     text: str = "unit"
     tokens: str = "distinct"
     codec: str = "none"
+    pool: float = 1.0
+    levels: int = 7
 
 
 VARIANTS = {
@@ -50,7 +58,51 @@ VARIANTS = {
     "unit-pca192-int4": Variant("unit", "distinct", "pca192-int4"),
     "unit-pca192": Variant("unit", "distinct", "pca192"),
     "unit-pca256-int4": Variant("unit", "distinct", "pca256-int4"),
+    "unit-pca192-int4-pool1.5": Variant("unit", "distinct", "pca192-int4", 1.5),
+    "unit-pca192-int4-pool2": Variant("unit", "distinct", "pca192-int4", 2.0),
+    "unit-pca192-int4-pool3": Variant("unit", "distinct", "pca192-int4", 3.0),
+    "unit-pca192-int4-L5": Variant("unit", "distinct", "pca192-int4", levels=5),
+    "unit-pca192-int4-L4": Variant("unit", "distinct", "pca192-int4", levels=4),
+    "unit-pca192-int4-L3": Variant("unit", "distinct", "pca192-int4", levels=LEVELS),  # the shipped codec
+    "unit-pca192-int4-L2": Variant("unit", "distinct", "pca192-int4", levels=2),
 }
+
+
+def pool_tokens(states: np.ndarray, factor: float) -> np.ndarray:
+    """``states`` (``[n, dim]`` unit rows) clustered down to ``ceil(n / factor)`` rows: Ward's agglomerative
+    clustering (the closest pair by Ward's criterion merged first, ties to the lowest positions, so the same
+    rows give the same clusters), each cluster's mean re-normalised, in the order of each cluster's first row.
+
+    Token pooling as proposed for ColBERT indexes (Clavie et al., 2024: half the vectors for ~no loss there).
+    Measured here as a way to halve the stored states (seventeenth pass, docs/large-histories.md): it costs
+    natural questions over an index with messages 2.6 % at a factor of 2, so it is not shipped.
+    """
+    x = np.asarray(states, dtype=np.float64)
+    n = len(x)
+    keep = max(1, int(np.ceil(n / factor)))
+    if n <= keep:
+        return np.asarray(states, dtype=np.float32)
+    sums = x.copy()
+    sizes = np.ones(n)
+    sq = (x * x).sum(axis=1)
+    # Ward's cost of merging two singletons is half their squared distance; Lance-Williams updates the rest
+    cost = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0) / 2.0
+    np.fill_diagonal(cost, np.inf)
+    alive = np.ones(n, dtype=bool)
+    for _ in range(n - keep):
+        a, b = sorted(divmod(int(np.argmin(cost)), n))
+        na, nb = sizes[a], sizes[b]
+        merged = ((na + sizes) * cost[a] + (nb + sizes) * cost[b] - sizes * cost[a, b]) / (na + nb + sizes)
+        cost[a, :] = merged
+        cost[:, a] = merged
+        cost[a, a] = np.inf
+        cost[b, :] = np.inf
+        cost[:, b] = np.inf
+        sums[a] += sums[b]
+        sizes[a] = na + nb
+        alive[b] = False
+    pooled = sums[alive]
+    return (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 class VariantReranker:
@@ -90,11 +142,15 @@ class VariantReranker:
 
     def _compress(self, states: np.ndarray) -> np.ndarray:
         spec = self.variant.codec
+        if self.variant.pool > 1 and len(states):
+            states = pool_tokens(states, self.variant.pool)
         if spec == "none" or len(states) == 0:
             return states
         codec = self.codec()
-        if spec.endswith("-int4"):
-            return codec.roundtrip(states)
+        if spec.endswith("-int4"):  # the int4 codes at the variant's step
+            scales, codes = _quantize(_product(states - codec.mean, codec.basis), self.variant.levels)
+            recon = (codes * scales.astype(np.float32)[:, None]) @ codec.basis.T + codec.mean
+            return (recon / np.maximum(np.linalg.norm(recon, axis=1, keepdims=True), 1e-12)).astype(np.float32)
         coords = (states - codec.mean) @ codec.basis
         if spec.endswith("-int8"):
             scale = np.maximum(np.abs(coords).max(axis=1, keepdims=True) / 127.0, 1e-8)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..models.passages import RECIPE
-from ..models.states import MIN_FIT_TOKENS, STATES_RECIPE, StateCodec
+from ..models.states import MIN_FIT_TOKENS, REQUANTIZABLE, STATES_RECIPE, StateCodec
 from . import integrity, message_vectors, unit_states, vectors
 from .catalog import Catalog
 from .progress import Progress
@@ -55,14 +55,15 @@ def restamp(store: Store, embedder: Any) -> None:
     ones. They are dropped and every file unit is embedded again; the keyword index is kept, since it does not
     depend on the model (upgrading backstory's optimized-model recipe only re-embeds). Crash-safe in this
     order: units marked unembedded and states dropped in one transaction, then the vector file removed, then
-    the new stamp written — an interruption anywhere leaves the old stamp, so the next run starts over.
+    the new stamp written — an interruption anywhere leaves the old stamp, so the next run starts over. When
+    only the stored states' step changed, the vectors stay and the states are re-encoded in place.
     """
     manifest = store.read_manifest()
     stamp = manifest.get("dense")
     want = dense_stamp(embedder)
     if stamp == want:
         return
-    if stamp is not None:
+    if stamp is not None and not _states_step_changed(store, stamp, want):
         log.warning(
             "the vectors were built with %s (%s; states %s), the current model is %s (%s; states %s): "
             "embedding every file unit again (the keyword index is kept)",
@@ -79,6 +80,37 @@ def restamp(store: Store, embedder: Any) -> None:
         store.vectors_path.unlink(missing_ok=True)
     manifest["dense"] = want
     store.write_manifest(manifest)
+
+
+def _states_step_changed(store: Store, stamp: dict[str, Any], want: dict[str, Any]) -> bool:
+    """When the stamps differ only in the stored states' step (:data:`~backstory.models.states.REQUANTIZABLE`):
+    every stored row re-encoded at the current step, in place, then the codec filed under the current recipe;
+    True when that is what happened. Embedding git/git's 136,000 units again would take 10-30 minutes; this
+    takes seconds and needs no model (git/git: 8 s). Crash-safe: until the codec's recipe changes (one
+    transaction, after every row), the next run finds the old recipe and re-encodes every row again, which
+    changes nothing twice. The rows shrink inside their pages, which SQLite does not give back, so the catalogue
+    is compacted once after (git/git: 682 -> 528 MB, 1.3 s with the file in the page cache)."""
+    same = {k: v for k, v in stamp.items() if k != "states"} == {k: v for k, v in want.items() if k != "states"}
+    if not same or stamp.get("states") not in REQUANTIZABLE:
+        return False
+    db = store.db
+    unit_states.ensure_tables(db)
+    recipe = unit_states.codec_recipe(db)
+    if recipe is not None and recipe == stamp["states"]:
+        codec = unit_states.load_codec(db, recipe)
+        assert codec is not None  # load_codec raises on a damaged one
+        started = time.monotonic()
+        done, damaged = unit_states.requantize(store, codec)
+        with store.transaction() as tx:
+            unit_states.save_codec(tx, STATES_RECIPE, codec)
+        store.compact()
+        log.info(
+            "stored the token states of %d unit(s) at the current step and compacted the catalogue in %.1f s"
+            " (%d damaged row(s) left as they were)", done, time.monotonic() - started, damaged,
+        )  # fmt: skip
+    elif recipe not in (None, STATES_RECIPE):
+        return False  # a codec of yet another recipe: embed again
+    return True
 
 
 def open_vectors(store: Store, dim: int) -> tuple[Any, integrity.Problem | None]:

@@ -31,7 +31,7 @@ import zstandard as zstd
 
 from ..models.states import StateCodec
 from .packing import ZSTD_MAGIC
-from .store import StoreError
+from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,15 @@ def load_codec(db: sqlite3.Connection, recipe: str) -> StateCodec | None:
         raise StoreError(msg) from None
 
 
+def codec_recipe(db: sqlite3.Connection) -> str | None:
+    """The recipe the stored codec was made for; None without one."""
+    try:
+        row = db.execute("SELECT recipe FROM state_codec WHERE id=1").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return None if row is None else str(row[0])
+
+
 def save_codec(tx: sqlite3.Connection, recipe: str, codec: StateCodec) -> None:
     tx.execute("INSERT OR REPLACE INTO state_codec(id, recipe, codec) VALUES (1, ?, ?)", (recipe, codec.to_bytes()))
 
@@ -107,6 +116,30 @@ def unpack(stored: bytes) -> bytes:
 def put(tx: sqlite3.Connection, rows: Iterable[tuple[int, bytes]]) -> None:
     """Store each unit's encoded states (``(fid, codec bytes)``), compressed."""
     tx.executemany("INSERT OR REPLACE INTO unit_states(fid, states) VALUES (?, ?)", [(f, pack(b)) for f, b in rows])
+
+
+def requantize(store: Store, codec: StateCodec, batch: int = 4096) -> tuple[int, int]:
+    """Every stored row encoded again at the codec's current step (:meth:`StateCodec.requantize`), in place, a
+    transaction per ``batch`` rows: (rows rewritten, rows left as they were because they are damaged; reads
+    keep leaving those out). Idempotent, so a run killed halfway is finished by the next one."""
+    done = damaged = 0
+    after = 0
+    while True:
+        rows = store.db.execute(
+            "SELECT id, states FROM unit_states WHERE id > ? ORDER BY id LIMIT ?", (after, batch)
+        ).fetchall()
+        if not rows:
+            return done, damaged
+        changed: list[tuple[bytes, int]] = []
+        for row_id, blob in rows:
+            try:
+                changed.append((pack(codec.requantize(unpack(bytes(blob)))), int(row_id)))
+            except ValueError:
+                damaged += 1
+        with store.transaction() as tx:
+            tx.executemany("UPDATE unit_states SET states=? WHERE id=?", changed)
+        done += len(changed)
+        after = int(rows[-1][0])
 
 
 def remove(tx: sqlite3.Connection, fids: Sequence[int]) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models.passages import file_passage
-from ..models.states import STATES_RECIPE
+from ..models.states import REQUANTIZABLE, STATES_RECIPE
 
 if TYPE_CHECKING:
     from ..models.rerank import MaxSimReranker
@@ -62,8 +62,10 @@ class Rerank:
         fids = sorted({f for fs in units.values() for f in fs})
         emb = rr.embedder
         stamp = self.dense.stamp() or {}
-        stored = stamp.get("states") == STATES_RECIPE and stamp.get("model_id") == emb.model_id
-        codec = self.catalog.state_codec(STATES_RECIPE) if stored else None
+        recipe = str(stamp.get("states"))
+        # rows of an older step read as they are until the next dense run re-encodes them (they decode alike)
+        stored = recipe in (STATES_RECIPE, *REQUANTIZABLE) and stamp.get("model_id") == emb.model_id
+        codec = self.catalog.state_codec(recipe) if stored else None
         blobs = self.catalog.unit_states(fids, codec.token_bytes) if codec is not None else {}
         missing = [f for f in fids if f not in blobs]
         fresh = emb.token_states(self.catalog.unit_passages(missing, no_messages), content_only=True) if missing else []
