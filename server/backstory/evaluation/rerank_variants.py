@@ -22,7 +22,7 @@ import numpy as np
 
 from ..index.dense_build import unit_passages
 from ..models.passages import file_passage
-from ..models.states import LEVELS, StateCodec, _product, _quantize, maxsim
+from ..models.states import LEVELS, StateCodec, _product, maxsim
 
 if TYPE_CHECKING:
     from ..search.engine import Engine
@@ -148,9 +148,7 @@ class VariantReranker:
             return states
         codec = self.codec()
         if spec.endswith("-int4"):  # the int4 codes at the variant's step
-            scales, codes = _quantize(_product(states - codec.mean, codec.basis), self.variant.levels)
-            recon = (codes * scales.astype(np.float32)[:, None]) @ codec.basis.T + codec.mean
-            return (recon / np.maximum(np.linalg.norm(recon, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+            return codec.decode(codec._encode_coords(_product(states - codec.mean, codec.basis), self.variant.levels))
         coords = (states - codec.mean) @ codec.basis
         if spec.endswith("-int8"):
             scale = np.maximum(np.abs(coords).max(axis=1, keepdims=True) / 127.0, 1e-8)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from typing import Any
@@ -20,8 +21,10 @@ from ..models.states import MIN_FIT_TOKENS, REQUANTIZABLE, STATES_RECIPE, StateC
 from . import integrity, message_vectors, unit_states, vectors
 from .catalog import Catalog
 from .progress import Progress
-from .store import Store
+from .store import Store, StoreError
 
+#: ``state`` key: the catalogue is to be compacted (set with the re-encoded states' codec, cleared once done)
+COMPACT_PENDING = "states_compact_pending"
 #: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
 #: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
 DEFAULT_BATCH = 256
@@ -44,7 +47,8 @@ def batch_size() -> int:
 
 
 def dense_stamp(embedder: Any) -> dict[str, Any]:
-    """What the vectors (and the stored token states) were made with; any difference re-embeds (:func:`restamp`)."""
+    """What the vectors (and the stored token states) were made with; a difference re-embeds, or re-encodes the
+    stored states when only their step changed (:func:`restamp`)."""
     return {"model_id": embedder.model_id, "dim": int(embedder.dim), "recipe": RECIPE, "states": STATES_RECIPE}
 
 
@@ -62,6 +66,7 @@ def restamp(store: Store, embedder: Any) -> None:
     stamp = manifest.get("dense")
     want = dense_stamp(embedder)
     if stamp == want:
+        _compact_if_pending(store)
         return
     if stamp is not None and not _states_step_changed(store, stamp, want):
         log.warning(
@@ -80,37 +85,65 @@ def restamp(store: Store, embedder: Any) -> None:
         store.vectors_path.unlink(missing_ok=True)
     manifest["dense"] = want
     store.write_manifest(manifest)
+    _compact_if_pending(store)
 
 
 def _states_step_changed(store: Store, stamp: dict[str, Any], want: dict[str, Any]) -> bool:
     """When the stamps differ only in the stored states' step (:data:`~backstory.models.states.REQUANTIZABLE`):
-    every stored row re-encoded at the current step, in place, then the codec filed under the current recipe;
-    True when that is what happened. Embedding git/git's 136,000 units again would take 10-30 minutes; this
-    takes seconds and needs no model (git/git: 8 s). Crash-safe: until the codec's recipe changes (one
-    transaction, after every row), the next run finds the old recipe and re-encodes every row again, which
-    changes nothing twice. The rows shrink inside their pages, which SQLite does not give back, so the catalogue
-    is compacted once after (git/git: 682 -> 528 MB, 1.3 s with the file in the page cache)."""
+    every stored row re-encoded at the current step, in place, from the codes it holds, then the codec filed
+    under the current recipe with a compaction pending (:func:`_compact_if_pending`); True when the caller may
+    write the new stamp. Embedding git/git's 136,000 units again would take 10-30 minutes; this takes seconds and
+    needs no model (git/git: 7.8 s). Crash-safe: until the codec's recipe changes (one transaction, after every
+    row), the next run finds the old recipe and re-encodes every row again, which changes nothing twice; after
+    it, the next run only writes the stamp. A damaged codec, or rows without one, is embedded again as before."""
     same = {k: v for k, v in stamp.items() if k != "states"} == {k: v for k, v in want.items() if k != "states"}
     if not same or stamp.get("states") not in REQUANTIZABLE:
         return False
     db = store.db
     unit_states.ensure_tables(db)
     recipe = unit_states.codec_recipe(db)
-    if recipe is not None and recipe == stamp["states"]:
+    if recipe == STATES_RECIPE:  # killed after filing the codec, before the stamp
+        return True
+    if recipe is None:  # a history too small for a codec has no rows; rows without one are damage
+        return not unit_states.has_rows(db)
+    if recipe != stamp["states"]:
+        return False
+    try:
         codec = unit_states.load_codec(db, recipe)
-        assert codec is not None  # load_codec raises on a damaged one
-        started = time.monotonic()
-        done, damaged = unit_states.requantize(store, codec)
-        with store.transaction() as tx:
-            unit_states.save_codec(tx, STATES_RECIPE, codec)
-        store.compact()
-        log.info(
-            "stored the token states of %d unit(s) at the current step and compacted the catalogue in %.1f s"
-            " (%d damaged row(s) left as they were)", done, time.monotonic() - started, damaged,
-        )  # fmt: skip
-    elif recipe not in (None, STATES_RECIPE):
-        return False  # a codec of yet another recipe: embed again
+    except StoreError as e:
+        log.warning("%s: embedding every file unit again", e)
+        return False
+    assert codec is not None
+    started = time.monotonic()
+    done, damaged = unit_states.requantize(store, codec)
+    with store.transaction() as tx:
+        unit_states.save_codec(tx, STATES_RECIPE, codec)
+        store.set_state(tx, COMPACT_PENDING, "1")
+    log.info(
+        "stored the token states of %d unit(s) at the current step in %.1f s (%d damaged row(s) left as they were)",
+        done, time.monotonic() - started, damaged,
+    )  # fmt: skip
     return True
+
+
+def _compact_if_pending(store: Store) -> None:
+    """Compact the catalogue once after the stored states shrank (:func:`_states_step_changed`): the rows shrink
+    inside their pages, which SQLite does not give back (git/git: 682 -> 528 MB, 8-11 s with the re-encoding).
+    A compaction that fails (no room for SQLite's temporary copy) is logged and tried again by the next run."""
+    if store.get_state(COMPACT_PENDING) != "1":
+        return
+    started = time.monotonic()
+    try:
+        truncated = store.compact()
+    except sqlite3.Error as e:
+        log.warning("could not compact the catalogue (%s); the next index run tries again", e)
+        return
+    with store.transaction() as tx:
+        store.set_state(tx, COMPACT_PENDING, "0")
+    log.info(
+        "compacted the catalogue in %.1f s%s", time.monotonic() - started,
+        "" if truncated else " (a reader kept its write-ahead log; it is truncated at a later checkpoint)",
+    )  # fmt: skip
 
 
 def open_vectors(store: Store, dim: int) -> tuple[Any, integrity.Problem | None]:

@@ -210,16 +210,19 @@ class Store:
             raise
         db.execute("COMMIT")
 
-    def compact(self) -> None:
+    def compact(self) -> bool:
         """Rewrite the catalogue without the space left free inside its pages (SQLite's ``VACUUM``), for a change
         that shrank many rows at once: SQLite reuses freed pages, not the free bytes of pages still in use.
         Not inside a transaction; the caller holds the write lock. Readers keep reading (WAL) meanwhile.
 
-        In WAL mode the rewritten file passes through the WAL, so for a moment it needs about twice the
-        catalogue's size free; the WAL is then truncated, or a reader's open connection would keep a file as
-        large as the catalogue beside it until every connection closed."""
+        It needs room for about twice the catalogue's size for a moment: SQLite's temporary copy (in its
+        temporary directory, ``TMPDIR``) and, in WAL mode, the rewritten file passing through the WAL. The WAL
+        is then truncated, or a reader's open connection would keep a file as large as the catalogue beside it
+        until every connection closed. Returns whether it was (False: a reader was mid-read throughout the busy
+        timeout; a later checkpoint does it)."""
         self.db.execute("VACUUM")
-        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        return not busy
 
     def get_state(self, key: str, default: str | None = None) -> str | None:
         row = self.db.execute("SELECT value FROM state WHERE key=?", (key,)).fetchone()

@@ -12,20 +12,24 @@ so they are stored compressed:
 * projected on the top ``COMPONENTS`` (192) principal axes of the index's own token states (a
   :class:`StateCodec` fitted once per index on the first units embedded and stored with it), each token's
   coordinates quantized to int4 with one float16 scale: 98 bytes per token instead of 1,536 (~3 KB per
-  Flask unit). The projection is what costs ranking quality, not the int4 codes: with states recomputed by
-  the model, Flask fused + rerank MRR@10 was 0.326 with float32 states, 0.312 projected on 96 axes (float32),
-  0.313 on 96 axes int4 (the first shipped codec, 50 bytes per token), 0.315 on 128, 0.326 on 192 and 0.324
-  on 256 axes int4 (docs/benchmarks.md, "Where the stored-state rerank lost quality");
+  Flask unit). The projection is what costs ranking quality, not the int4 codes (measured with codes over
+  ``-7..7``): with states recomputed by the model, Flask fused + rerank MRR@10 was 0.326 with float32
+  states, 0.312 projected on 96 axes (float32), 0.313 on 96 axes int4 (the first shipped codec, 50 bytes per
+  token), 0.315 on 128, 0.326 on 192 and 0.324 on 256 axes int4 (docs/benchmarks.md, "Where the stored-state
+  rerank lost quality");
 * with a coarse step: a token's codes use ``-LEVELS..LEVELS`` (3) of int4's ``-7..7``. Rows are stored
   compressed (:mod:`backstory.index.unit_states`), and fewer levels are fewer bits once compressed: git/git's
-  rows 38 % smaller than at 7 levels, for the same ranking on the development histories (seventeenth pass of
-  docs/large-histories.md). The bytes' layout is the same, so rows encoded at 7 levels read as before and
-  :meth:`StateCodec.requantize` brings them to the current step without the model.
+  rows a third smaller than at 7 levels in a fresh build (319 -> 213 MB), for the same ranking on the
+  development histories and on a held-out one (seventeenth pass of docs/large-histories.md). The bytes'
+  layout is the same, so rows encoded at 7 levels read as before and :meth:`StateCodec.requantize` brings
+  them to the current step without the model.
 
 Decoding reconstructs ``mean + codes x scale @ basis.T`` and re-normalises it, so MaxSim scores stay cosines
 on the same scale as before (the rerank is blended with the fused score, whose weight was tuned on them).
 The codec is a pure function of its fitting sample and encoding of a matrix is deterministic, so a passage
 scores the same whether its states come from the store or from a fresh forward pass encoded on the spot.
+(Rows an older version stored at 7 levels and re-encoded since are quantized twice: close to a fresh
+encoding, not always the same bytes.)
 """
 
 from __future__ import annotations
@@ -39,19 +43,21 @@ import numpy as np
 
 #: Principal axes kept per token, and how many of the leading ones are stored as int8 (the rest as int4).
 #: 192 axes at int4 ranked like float32 states; 96 and 128 axes lost ~0.012 MRR@10 on Flask, and the int4
-#: codes themselves cost nothing measurable (96 axes: float32 0.312, int4 0.313; docs/benchmarks.md).
+#: codes themselves (over -7..7) cost nothing measurable (96 axes: float32 0.312, int4 0.313; docs/benchmarks.md).
 #: ``WIDE`` stays a knob for other models.
 COMPONENTS = 192
 WIDE = 0
 #: The int4 codes a token's coordinates use: ``-LEVELS..LEVELS``, its largest coordinate at +-LEVELS. Measured
 #: with the learned second stage on the six development histories (seventeenth pass, MRR@10 against 7 levels):
 #: natural questions over indexes with messages 0.6370 -> 0.6371 / 0.6368 / 0.6342 / 0.6352 at 5 / 4 / 3 / 2
-#: levels, message-blind commit subjects 0.5089 -> 0.5100 / 0.5090 / 0.5096 / 0.5103; git/git's compressed rows
-#: 0.83 / 0.80 / 0.62 / 0.55 of their size at 7. Three keeps a margin above the smallest measured.
+#: levels, message-blind commit subjects 0.5089 -> 0.5100 / 0.5090 / 0.5096 / 0.5103; 20,000 of git/git's
+#: compressed rows re-encoded from their codes 0.83 / 0.80 / 0.62 / 0.55 of their size at 7 (a fresh build at 3:
+#: 0.67). Three keeps a margin above the smallest measured.
 LEVELS = 3
 #: What rows encoded at these recipes become with :meth:`StateCodec.requantize`: the same codec, the same
 #: layout, only a finer step (the index migrates them once instead of embedding every unit again).
-REQUANTIZABLE = ("maxsim-states-v1:distinct-content-tokens,pca192,int4",)
+#: (Rows of that recipe were laid out for 192 axes, all int4: another layout could not read them.)
+REQUANTIZABLE = ("maxsim-states-v1:distinct-content-tokens,pca192,int4",) if (COMPONENTS, WIDE) == (192, 0) else ()
 #: Token vectors needed before a codec is fitted: below this the axes would follow a few passages' words.
 MIN_FIT_TOKENS = 4096
 #: Token vectors a codec is fitted on at most (the first ones offered, in order: deterministic).
@@ -146,7 +152,8 @@ class StateCodec:
 
     def requantize(self, blob: bytes) -> bytes:
         """``blob`` (this codec's bytes, at any step) encoded again at :data:`LEVELS`: what the index's rows
-        written at a finer step become. Idempotent: a row already at this step comes back unchanged."""
+        written at a finer step become. A row already at this step comes back unchanged (its largest code is
+        +-LEVELS times a float16 scale, which divides back exactly; only subnormal scales, ~1e-6, could not)."""
         return self._encode_coords(self.coords(blob))
 
     def _encode_coords(self, coords: np.ndarray, levels: int = LEVELS) -> bytes:

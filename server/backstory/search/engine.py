@@ -220,7 +220,8 @@ class Engine:
 
     def vectors_current(self) -> bool:
         """Whether the stored vectors were made by the model this engine queries with (or there is none to
-        compare): False means the next index run embeds every unit again."""
+        compare): False means the next index run embeds every unit again (or, when only the stored states'
+        step changed, re-encodes them)."""
         model = self.dense.embedder() if self.models.dense else None
         stamp = self.manifest().get("dense")
         return model is None or stamp is None or stamp == dense_stamp(model)

@@ -63,9 +63,10 @@ class Rerank:
         emb = rr.embedder
         stamp = self.dense.stamp() or {}
         recipe = str(stamp.get("states"))
-        # rows of an older step read as they are until the next dense run re-encodes them (they decode alike)
+        # rows of an older step read as they are until the next dense run re-encodes them (they decode alike);
+        # that run files the codec under the current recipe a moment before the stamp says so
         stored = recipe in (STATES_RECIPE, *REQUANTIZABLE) and stamp.get("model_id") == emb.model_id
-        codec = self.catalog.state_codec(recipe) if stored else None
+        codec = (self.catalog.state_codec(recipe) or self.catalog.state_codec(STATES_RECIPE)) if stored else None
         blobs = self.catalog.unit_states(fids, codec.token_bytes) if codec is not None else {}
         missing = [f for f in fids if f not in blobs]
         fresh = emb.token_states(self.catalog.unit_passages(missing, no_messages), content_only=True) if missing else []
