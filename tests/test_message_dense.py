@@ -16,6 +16,7 @@ from backstory.history.repo import open_repo
 from backstory.index import message_vectors
 from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.dense_build import embed_messages, embed_pending
+from backstory.index.store import COMPACT_PENDING
 from backstory.models import Embedder, resolve_model
 from backstory.search.engine import Engine
 from backstory.search.message_lane import commit_hunks, top_by_cosine, unit_columns
@@ -48,9 +49,25 @@ def test_commit_hunks_spreads_a_commit_score_over_its_hunks() -> None:
 
 def test_stored_form_round_trips_and_text_is_bounded() -> None:
     v = np.array([0.25, -0.5, 0.125], dtype=np.float32)
-    assert np.allclose(message_vectors.decode([message_vectors.encode(v)] * 2, 3), [v, v])
+    row = message_vectors.encode(v)
+    assert len(row) == 4 + 3  # a float32 scale and an int8 code a dimension
+    back = message_vectors.decode([row] * 2, 3)
+    np.testing.assert_allclose(back, [v, v], atol=0.5 / 254 + 1e-7)  # within half a step of the largest / 127
+    assert back[0][1] == -0.5  # the largest coordinate is exact
+    rng = np.random.default_rng(3)
+    many = rng.normal(size=(50, 384)).astype(np.float32)
+    decoded = message_vectors.decode([message_vectors.encode(x) for x in many], 384)
+    cosines = (decoded * many).sum(axis=1) / np.linalg.norm(decoded, axis=1) / np.linalg.norm(many, axis=1)
+    assert cosines.min() > 0.9999  # what the lane compares
+    assert not message_vectors.decode([message_vectors.encode(np.zeros(3))], 3).any()
     with pytest.raises(ValueError):
-        message_vectors.decode([message_vectors.encode(v)], 4)
+        message_vectors.decode([row], 4)
+    # float16 rows of the recipe before read as before, beside new ones, until the next dense run replaces them
+    half = np.array([0.1, 0.2, -0.3, 0.4, 0.0, -0.1], dtype=np.float16)
+    mixed = message_vectors.decode([half.tobytes(), message_vectors.encode(half.astype(np.float32))], 6)
+    assert (mixed[0] == half.astype(np.float32)).all() and np.allclose(mixed[1], mixed[0], atol=0.4 / 254 + 1e-6)
+    with pytest.raises(ValueError):
+        message_vectors.decode([row, b"12345"], 3)
     assert message_vectors.message_text("Subject", "") == "Subject"
     assert message_vectors.message_text("Subject", "Body\n") == "Subject\nBody"
     assert len(message_vectors.message_text("s", "x" * 10_000)) == message_vectors.MAX_CHARS
@@ -190,4 +207,40 @@ def test_a_model_change_or_a_purged_commit_drops_message_vectors(tmp_path, embed
     with store.write_lock():
         restamp(store, embedder)
     assert store.db.execute(count).fetchone()[0] == 0
+    engine.close()
+
+
+def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embedder) -> None:
+    """An index whose message vectors an older version stored as float16: searches read them meanwhile, and the
+    next dense run re-encodes them in place (no message embedded again) and compacts the catalogue; rows of an
+    unknown recipe are dropped and embedded again."""
+    repo, shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    store = engine.store
+    rows = store.db.execute("SELECT sha, vec FROM message_vectors ORDER BY sha").fetchall()
+    assert rows and all(len(r[1]) == 4 + 384 for r in rows)
+    fresh = message_vectors.decode([bytes(r[1]) for r in rows], 384)
+    older = {sha: v.astype(np.float16).tobytes() for (sha, _b), v in zip(rows, fresh, strict=True)}
+    with store.transaction() as tx:
+        tx.executemany("UPDATE message_vectors SET vec=? WHERE sha=?", [(b, s) for s, b in older.items()])
+        store.set_state(tx, message_vectors.RECIPE_KEY, message_vectors.RECODABLE)
+    engine.close()
+    engine = Engine(repo.path, models=ModelConfig())
+    engine.dense._embedder = embedder
+    store = engine.store  # the engine reopens its catalogue connection when it first searches
+    meanwhile = engine.search(QUERY)
+    assert "message_dense" in meanwhile["_meta"]["lanes"] and meanwhile["results"][0]["commit"]["sha"] == shas["wanted"]
+    with store.write_lock():
+        assert embed_messages(store, embedder) == 0  # re-encoded, not embedded again
+    after = dict(store.db.execute("SELECT sha, vec FROM message_vectors").fetchall())
+    want = {s: message_vectors.encode(np.frombuffer(b, dtype="<f2").astype(np.float32)) for s, b in older.items()}
+    assert after == want
+    assert store.get_state(message_vectors.RECIPE_KEY) == message_vectors.RECIPE
+    assert store.get_state(COMPACT_PENDING) == "0"  # compacted
+    assert engine.search(QUERY)["results"][0]["commit"]["sha"] == shas["wanted"]
+    # an unknown recipe: dropped and embedded again
+    with store.transaction() as tx:
+        store.set_state(tx, message_vectors.RECIPE_KEY, "subject/500/f32")
+    with store.write_lock():
+        assert embed_messages(store, embedder) == len(shas)
     engine.close()

@@ -13,11 +13,11 @@ import pytest
 
 from backstory.evaluation.rerank_variants import VARIANTS, VariantReranker, pool_tokens
 from backstory.history.repo import open_repo
-from backstory.index import dense_build, unit_states
+from backstory.index import unit_states
 from backstory.index.build import index_repository, store_for
 from backstory.index.dense_build import embed_pending, unit_passages
 from backstory.index.packing import ZSTD_MAGIC
-from backstory.index.store import Store, StoreError
+from backstory.index.store import COMPACT_PENDING, Store, StoreError
 from backstory.models import Embedder, MaxSimReranker, resolve_model
 from backstory.models.states import (
     COMPONENTS,
@@ -437,10 +437,10 @@ def test_states_of_an_older_step_are_reencoded_in_place_without_the_model(
     assert unit_states.load_codec(db, STATES_RECIPE).digest == codec.digest  # type: ignore[union-attr]
     migrated = unit_states.get(db, fids)
     assert migrated == {f: codec.requantize(b) for f, b in old.items()}
-    assert store.get_state(dense_build.COMPACT_PENDING) == "1"
+    assert store.get_state(COMPACT_PENDING) == "1"
     monkeypatch.undo()
     assert embed() == 0
-    assert store.get_state(dense_build.COMPACT_PENDING) == "0"
+    assert store.get_state(COMPACT_PENDING) == "0"
     assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
     searched = scored_as_stored()
 

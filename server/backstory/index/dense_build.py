@@ -21,10 +21,8 @@ from ..models.states import MIN_FIT_TOKENS, REQUANTIZABLE, STATES_RECIPE, StateC
 from . import integrity, message_vectors, unit_states, vectors
 from .catalog import Catalog
 from .progress import Progress
-from .store import Store, StoreError
+from .store import COMPACT_PENDING, Store, StoreError
 
-#: ``state`` key: the catalogue is to be compacted (set with the re-encoded states' codec, cleared once done)
-COMPACT_PENDING = "states_compact_pending"
 #: Units per embedding call (and cancellation check): 256 measured ~5 % faster than 64 (texts sort into
 #: batches of like length, fewer thread-pool start-ups) and takes ~2 s on 2 cores.
 DEFAULT_BATCH = 256
@@ -127,8 +125,9 @@ def _states_step_changed(store: Store, stamp: dict[str, Any], want: dict[str, An
 
 
 def _compact_if_pending(store: Store) -> None:
-    """Compact the catalogue once after the stored states shrank (:func:`_states_step_changed`): the rows shrink
-    inside their pages, which SQLite does not give back (git/git: 682 -> 528 MB, 8-11 s with the re-encoding).
+    """Compact the catalogue once after the stored states or message vectors shrank (:func:`_states_step_changed`,
+    :func:`message_vectors.check_recipe`): rows shrink inside their pages, which SQLite does not give back
+    (git/git: 682 -> 528 MB, 8-11 s with the states' re-encoding).
     A compaction that fails (no room for SQLite's temporary copy) is logged and tried again by the next run."""
     if store.get_state(COMPACT_PENDING) != "1":
         return
@@ -369,6 +368,7 @@ def embed_messages(
     db = store.db
     message_vectors.ensure_tables(db)
     message_vectors.check_recipe(db)
+    _compact_if_pending(store)
     with store.transaction() as tx:
         message_vectors.purge_orphans(tx)
     todo = message_vectors.pending(db)

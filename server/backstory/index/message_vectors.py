@@ -9,10 +9,11 @@ Why in the catalogue and not in a second usearch file: a row holds the vector *a
 crash safety is free (a batch's rows are one transaction; a killed run leaves whole rows or none, and the next
 run embeds the rest), a purged commit's row is deleted with SQL (and a row whose commit is gone is never read:
 readers join on indexed commits), and there is no second file to stamp, check and repair. There is one vector
-per commit, not per file, so the search side reads them all (float16, 768 bytes each at 384 dimensions: 1.5 MB
-for 2,000 commits) and scores them exactly, once per index state
-(:class:`backstory.search.message_lane.MessageLane` caches the matrix); a history of 100,000 commits would be
-77 MB, where an HNSW file would pay.
+per commit, not per file, so the search side reads them all (int8 codes and a scale, 388 bytes each at 384
+dimensions: 0.8 MB for 2,000 commits; float16 until the seventeenth pass of docs/large-histories.md, which ranked
+the same to four places) and scores them exactly, once per index state
+(:class:`backstory.search.message_lane.MessageLane` caches the matrix, as float32); a history of 100,000 commits
+would be 39 MB, where an HNSW file would pay.
 
 Only an index with messages has rows; the vectors belong to the model the file units were embedded with (the
 manifest's ``dense`` stamp: :func:`backstory.index.dense_build.restamp` clears this table with the units), and to
@@ -26,13 +27,16 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from .store import COMPACT_PENDING
+
 DDL = "CREATE TABLE IF NOT EXISTS message_vectors (sha TEXT PRIMARY KEY, vec BLOB NOT NULL);"
 RECIPE_KEY = "message_vectors_recipe"
 #: The text embedded per commit: subject, a newline and the body, cut at :data:`MAX_CHARS` characters (the model
 #: reads its token window of it anyway; the cut bounds the tokenizer's work on huge bodies).
-RECIPE = "subject+body/2000/f16"
+RECIPE = "subject+body/2000/i8"
+#: The recipe before: the same text and model, float16 rows; :func:`check_recipe` re-encodes them in place.
+RECODABLE = "subject+body/2000/f16"
 MAX_CHARS = 2000
-DTYPE = np.float16
 
 
 def ensure_tables(db: sqlite3.Connection) -> None:
@@ -47,27 +51,54 @@ def message_text(subject: str, body: str) -> str:
 
 
 def encode(vector: np.ndarray) -> bytes:
-    return np.asarray(vector, dtype=DTYPE).tobytes()
+    """A row: the float32 scale (the largest coordinate / 127), then the int8 codes, 388 bytes at 384
+    dimensions (float16 took 768). The lane compares directions only (cosines), which the scale leaves alone."""
+    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    scale = np.float32(max(float(np.abs(v).max(initial=0.0)), 1e-30) / 127.0)
+    codes = np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
+    return scale.astype("<f4").tobytes() + codes.tobytes()
 
 
 def decode(blobs: Sequence[bytes], dim: int) -> np.ndarray:
-    """float32 ``[len(blobs), dim]`` from stored rows (a row of another size is a :class:`ValueError`)."""
+    """float32 ``[len(blobs), dim]`` from stored rows: :func:`encode`'s, or the float16 rows of the recipe
+    before (``2 * dim`` bytes), which searches keep reading until the next dense run replaces them; a row of
+    another size is a :class:`ValueError`."""
+    out = np.zeros((len(blobs), dim), dtype=np.float32)
     if not blobs:
-        return np.zeros((0, dim), dtype=np.float32)
-    raw = b"".join(blobs)
-    if len(raw) != len(blobs) * dim * np.dtype(DTYPE).itemsize:
+        return out
+    sizes = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+    coded = np.flatnonzero(sizes == 4 + dim)
+    halves = np.flatnonzero(sizes == 2 * dim) if dim != 4 else coded[:0]  # at 4 dimensions the sizes would agree
+    if len(coded) + len(halves) != len(blobs):
         raise ValueError(f"message vectors are not {dim}-dimensional")
-    return np.frombuffer(raw, dtype=DTYPE).reshape(len(blobs), dim).astype(np.float32)
+    if len(coded):
+        rows = np.frombuffer(b"".join(blobs[int(i)] for i in coded), dtype=np.uint8).reshape(len(coded), 4 + dim)
+        scales = np.ascontiguousarray(rows[:, :4]).view("<f4").astype(np.float32)
+        out[coded] = rows[:, 4:].view(np.int8).astype(np.float32) * scales
+    if len(halves):
+        out[halves] = np.frombuffer(b"".join(blobs[int(i)] for i in halves), dtype="<f2").reshape(len(halves), dim)
+    return out
 
 
 def check_recipe(db: sqlite3.Connection) -> None:
-    """Drop every row made with another :data:`RECIPE` (or before one was recorded) and record this one."""
+    """Record :data:`RECIPE`: rows of :data:`RECODABLE` (float16) are re-encoded in place, in one transaction
+    (git/git's 60,642 in seconds, against ~3 minutes to embed them again), rows of any other recipe (or from
+    before one was recorded) dropped; either way a compaction is marked pending when there were rows."""
     row = db.execute("SELECT value FROM state WHERE key=?", (RECIPE_KEY,)).fetchone()
     if row is not None and row[0] == RECIPE:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute("DELETE FROM message_vectors")
+        rows = db.execute("SELECT rowid, vec FROM message_vectors").fetchall()
+        dim = len(rows[0][1]) // 2 if rows else 0
+        if rows and row is not None and row[0] == RECODABLE and all(len(r[1]) == 2 * dim for r in rows):
+            vectors = decode([bytes(r[1]) for r in rows], dim)
+            recoded = [(encode(v), r[0]) for r, v in zip(rows, vectors, strict=True)]
+            db.executemany("UPDATE message_vectors SET vec=? WHERE rowid=?", recoded)
+        else:
+            db.execute("DELETE FROM message_vectors")
+        if rows:
+            db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, '1')", (COMPACT_PENDING,))
         db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", (RECIPE_KEY, RECIPE))
     except BaseException:
         db.execute("ROLLBACK")

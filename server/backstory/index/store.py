@@ -48,6 +48,9 @@ LOCK = "write.lock"
 #: the whole catalogue with embeddings 904 → 814 MB. The search with embeddings measured the same within noise
 #: (p50 21.5 → 22.5 ms, p95 30.1 → 29.4 ms, alternated rounds)
 PAGE_SIZE = 16384
+#: ``state`` key: the catalogue is to be compacted (:meth:`Store.compact`), set in the transaction that shrank or
+#: dropped many rows (re-encoded states or message vectors), cleared once done (``index/dense_build.py``)
+COMPACT_PENDING = "compact_pending"
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS commits (
