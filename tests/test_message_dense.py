@@ -210,7 +210,7 @@ def test_a_model_change_or_a_purged_commit_drops_message_vectors(tmp_path, embed
     engine.close()
 
 
-def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embedder) -> None:
+def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embedder, monkeypatch) -> None:
     """An index whose message vectors an older version stored as float16: searches read them meanwhile, and the
     next dense run re-encodes them in place (no message embedded again) and compacts the catalogue; rows of an
     unknown recipe are dropped and embedded again."""
@@ -230,6 +230,7 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     store = engine.store  # the engine reopens its catalogue connection when it first searches
     meanwhile = engine.search(QUERY)
     assert "message_dense" in meanwhile["_meta"]["lanes"] and meanwhile["results"][0]["commit"]["sha"] == shas["wanted"]
+    monkeypatch.setattr(message_vectors, "RECODE_CHUNK", 2)  # several chunks, as on a long history
     with store.write_lock():
         assert embed_messages(store, embedder) == 0  # re-encoded, not embedded again
     after = dict(store.db.execute("SELECT sha, vec FROM message_vectors").fetchall())

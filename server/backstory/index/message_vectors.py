@@ -36,6 +36,7 @@ RECIPE_KEY = "message_vectors_recipe"
 RECIPE = "subject+body/2000/i8"
 #: The recipe before: the same text and model, float16 rows; :func:`check_recipe` re-encodes them in place.
 RECODABLE = "subject+body/2000/f16"
+RECODE_CHUNK = 4096
 MAX_CHARS = 2000
 
 
@@ -89,21 +90,36 @@ def check_recipe(db: sqlite3.Connection) -> None:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        rows = db.execute("SELECT rowid, vec FROM message_vectors").fetchall()
-        dim = len(rows[0][1]) // 2 if rows else 0
-        if rows and row is not None and row[0] == RECODABLE and all(len(r[1]) == 2 * dim for r in rows):
-            vectors = decode([bytes(r[1]) for r in rows], dim)
-            recoded = [(encode(v), r[0]) for r, v in zip(rows, vectors, strict=True)]
-            db.executemany("UPDATE message_vectors SET vec=? WHERE rowid=?", recoded)
-        else:
+        had_rows = db.execute("SELECT EXISTS (SELECT 1 FROM message_vectors)").fetchone()[0] == 1
+        if not (row is not None and row[0] == RECODABLE and _recode_float16(db)):
             db.execute("DELETE FROM message_vectors")
-        if rows:
+        if had_rows:
             db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, '1')", (COMPACT_PENDING,))
         db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", (RECIPE_KEY, RECIPE))
     except BaseException:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _recode_float16(tx: sqlite3.Connection) -> bool:
+    """Re-encode every float16 row in place, :data:`RECODE_CHUNK` rows at a time (inside the caller's
+    transaction, so memory stays bounded on any history); False, leaving the work half done for the caller to
+    drop, at a row that is not a float16 row of the first one's dimension."""
+    after, dim = 0, 0
+    while rows := tx.execute(
+        "SELECT rowid, vec FROM message_vectors WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, RECODE_CHUNK)
+    ).fetchall():
+        dim = dim or len(rows[0][1]) // 2
+        if dim == 4 or any(len(r[1]) != 2 * dim for r in rows):  # at 4 dimensions an int8 row has the same size
+            return False
+        vectors = decode([bytes(r[1]) for r in rows], dim)
+        tx.executemany(
+            "UPDATE message_vectors SET vec=? WHERE rowid=?",
+            [(encode(v), r[0]) for r, v in zip(rows, vectors, strict=True)],
+        )
+        after = int(rows[-1][0])
+    return True
 
 
 def clear(tx: sqlite3.Connection) -> None:
