@@ -124,15 +124,15 @@ def has_rows(db: sqlite3.Connection) -> bool:
     return db.execute("SELECT EXISTS (SELECT 1 FROM unit_states)").fetchone()[0] == 1
 
 
-def requantize(store: Store, codec: StateCodec, batch: int | None = None) -> tuple[int, int]:
+def requantize(store: Store, codec: StateCodec) -> tuple[int, int]:
     """Every stored row encoded again at the codec's current step (:meth:`StateCodec.requantize`), in place, a
-    transaction per ``batch`` rows: (rows rewritten, rows left as they were because they are damaged; reads
-    keep leaving those out). Idempotent, so a run killed halfway is finished by the next one."""
+    transaction per :data:`REQUANTIZE_BATCH` rows: (rows rewritten, rows left as they were because they are
+    damaged; reads keep leaving those out). Idempotent, so a run killed halfway is finished by the next one."""
     done = damaged = 0
     after = 0
     while True:
         rows = store.db.execute(
-            "SELECT id, states FROM unit_states WHERE id > ? ORDER BY id LIMIT ?", (after, batch or REQUANTIZE_BATCH)
+            "SELECT id, states FROM unit_states WHERE id > ? ORDER BY id LIMIT ?", (after, REQUANTIZE_BATCH)
         ).fetchall()
         if not rows:
             return done, damaged
