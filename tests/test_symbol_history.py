@@ -458,3 +458,34 @@ def test_merge_that_renamed_the_file_relative_to_a_parent_follows_the_rename(
     assert bad == []
     assert tp == ours == oracle > 0
     assert edit in git_log_l(repo, "pkg/files.py", 9, 11)  # save() at HEAD: the case is really exercised
+
+
+def test_exact_history_reads_the_catalogue_under_the_engines_lock(repo: GitRepo, monkeypatch) -> None:
+    """The language server's threads share one catalogue connection (status polls, searches, hovers, prewarming),
+    which SQLite's Python binding lets only one thread use at a time: a status poll beside a prewarmed hover's
+    history failed in CI with a ``SystemError``. Every catalogue read of an exact history holds the lock."""
+    from backstory.index.catalog import Catalog
+
+    _feature_strips_load(repo, "feature: strip on load")
+    repo.commit("main: header", {"pkg/io.py": "# license header\n\n" + PY_V1})
+    repo.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    compare_all(repo, stop_before_merges=False)
+    engine = Engine(repo.path, models=NO_MODELS)
+    unlocked: list[str] = []
+    for name in ("path_changes", "merge_changes", "indexed_parents", "indexed_merges", "shas_with_prefix"):
+        real = getattr(Catalog, name)
+
+        def checked(self: Catalog, *args: object, _real=real, _name=name, **kwargs: object) -> object:
+            if not engine.catalogue_lock._is_owned():  # type: ignore[attr-defined]
+                unlocked.append(_name)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Catalog, name, checked)
+    (repo.path / ".git-blame-ignore-revs").write_text(repo.git("rev-parse", "--short", "HEAD~1"))
+    load = next(
+        d
+        for d in symbols.extract_definitions(head_blob(engine, "pkg/io.py"), "python") or []
+        if d.name.endswith("load")
+    )
+    assert symbol_history(engine, at(engine, f"pkg/io.py:{load.start_line}"))["commits"]
+    assert unlocked == []

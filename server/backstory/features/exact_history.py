@@ -61,12 +61,14 @@ def exact_commits(
         """Non-merge commits that changed ``p``: sha -> (change kind, old path, hunk rows), in one query."""
         rows = file_rows.get(p)
         if rows is None:
-            rows = file_rows[p] = catalog.path_changes(p)
+            with engine.catalogue_lock:
+                rows = file_rows[p] = catalog.path_changes(p)
         return rows
 
     def merge_changes(p: str) -> dict[tuple[str, str], str | None]:
         if p not in merge_rows:
-            merge_rows[p] = catalog.merge_changes(p)
+            with engine.catalogue_lock:
+                merge_rows[p] = catalog.merge_changes(p)
             merge_shas[p] = {sha for sha, _parent in merge_rows[p]}
         return merge_rows[p]
 

@@ -176,6 +176,10 @@ class Engine:
         resolved through the catalogue; re-read when the files change."""
         files = ignore_files(self.repo, self.root)
         key = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+        with self._lock:
+            return self._ignored_revisions(files, key)
+
+    def _ignored_revisions(self, files: list[Path], key: tuple[tuple[str, int], ...]) -> set[str]:
         if self._ignored is None or self._ignored[0] != key:
             revs: set[str] = set()
             for rev in read_ignore_revs(files):
@@ -252,14 +256,25 @@ class Engine:
         self.models = models
         self.dense.config = models
 
+    @property
+    def catalogue_lock(self) -> threading.RLock:
+        """Held around every read of the one catalogue connection the language server's threads share (status,
+        searches, hovers, prewarming): SQLite's Python binding does not let two threads use one connection at
+        once (a status poll beside a prewarmed hover's history failed in CI with a ``SystemError``)."""
+        return self._lock
+
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
-        with reading_catalogue():
+        with self._lock, reading_catalogue():
             parents, order, _reach, _new = self.graph.of(head, self._generation)
             return parents, order
 
     def indexed_merges(self) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
+        with self._lock:
+            return self._indexed_merges()
+
+    def _indexed_merges(self) -> set[str]:
         stamp = self.store.get_state("indexed_at")
         if stamp != self._memo_for:  # a run started or ended: the merges' blocks it stores (its last phase) are read
             self._memo_for = stamp  # from the catalogue after it, so what was diffed on the fly during it is let
