@@ -66,7 +66,9 @@ class Rerank:
         # rows of an older step read as they are until the next dense run re-encodes them (they decode alike);
         # that run files the codec under the current recipe a moment before the stamp says so
         stored = recipe in (STATES_RECIPE, *REQUANTIZABLE) and stamp.get("model_id") == emb.model_id
-        codec = (self.catalog.state_codec(recipe) or self.catalog.state_codec(STATES_RECIPE)) if stored else None
+        codec = self.catalog.state_codec(recipe) if stored else None
+        if codec is None and stored and recipe != STATES_RECIPE:
+            codec = self.catalog.state_codec(STATES_RECIPE)
         blobs = self.catalog.unit_states(fids, codec.token_bytes) if codec is not None else {}
         missing = [f for f in fids if f not in blobs]
         fresh = emb.token_states(self.catalog.unit_passages(missing, no_messages), content_only=True) if missing else []
