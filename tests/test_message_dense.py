@@ -19,7 +19,7 @@ from backstory.index.dense_build import embed_messages, embed_pending
 from backstory.index.store import COMPACT_PENDING
 from backstory.models import Embedder, resolve_model
 from backstory.search.engine import Engine
-from backstory.search.message_lane import commit_hunks, top_by_cosine, unit_columns
+from backstory.search.message_lane import Directions, commit_hunks, top_by_cosine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo
 
@@ -29,17 +29,44 @@ QUERY = "stop the progress bar from flickering"
 
 
 def test_top_by_cosine_orders_by_cosine_then_key() -> None:
-    keys = ["c", "a", "b", "d"]
-    matrix = unit_columns(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=np.float32))
-    assert np.allclose(matrix[:, 2], [1.0, 0.0]) and not matrix[:, 4].any()  # one unit column per key
-    keys.append("e")
-    ranked = top_by_cosine(np.array([2.0, 0.0]), keys, matrix, 3)
+    keys = ["c", "a", "b", "d", "e"]
+    vectors = Directions(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=np.float32))
+    ranked = top_by_cosine(np.array([2.0, 0.0]), keys, vectors, 3)
     assert [k for k, _s in ranked] == ["b", "c", "d"]  # b and c tie at 1.0: by key
     assert ranked[0][1] == 1.0 and ranked[2][1] == pytest.approx(0.707107)
-    assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 5, allowed={"a", "d"})] == ["d", "a"]
-    assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 2)] == ["b", "c"]  # the tie is kept whole
-    assert top_by_cosine(np.array([1.0, 0.0]), [], np.zeros((2, 0)), 5) == []
-    assert top_by_cosine(np.array([1.0, 0.0]), keys, matrix, 5, allowed=set()) == []
+    assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, vectors, 5, allowed={"a", "d"})] == ["d", "a"]
+    assert [k for k, _s in top_by_cosine(np.array([1.0, 0.0]), keys, vectors, 2)] == ["b", "c"]  # the tie kept whole
+    assert top_by_cosine(np.array([1.0, 0.0]), [], Directions(np.zeros((0, 2), dtype=np.int8)), 5) == []
+    assert top_by_cosine(np.array([1.0, 0.0]), keys, vectors, 5, allowed=set()) == []
+    assert top_by_cosine(np.array([0.0, 1.0]), keys, vectors, 5)[-1] == ("e", 0.0)  # a zero row: cosine 0
+
+
+def test_cosines_from_int8_codes_are_those_of_the_stored_vectors(monkeypatch) -> None:
+    """The lane keeps the int8 codes (a quarter of float32 vectors' memory) and scores them a chunk at a time; the
+    cosines are those of the decoded vectors, whatever the chunking, and only the chunk is ever widened."""
+    rng = np.random.default_rng(11)
+    many = rng.normal(size=(53, 384)).astype(np.float32)
+    rows = [message_vectors.encode(x) for x in many]
+    decoded = message_vectors.decode(rows, 384)
+    unit = decoded / np.linalg.norm(decoded, axis=1, keepdims=True)
+    query = rng.normal(size=384).astype(np.float32)
+    q = query / np.linalg.norm(query)
+    monkeypatch.setattr(Directions, "CHUNK", 8)  # several chunks and a short last one
+    vectors = Directions(message_vectors._directions(rows, 384))
+    assert vectors.rows.dtype == np.int8 and vectors.rows.nbytes == 53 * 384
+    np.testing.assert_allclose(vectors.cosines(q), unit @ q, atol=2e-6)
+    subset = np.array([3, 17, 40])
+    np.testing.assert_allclose(vectors.cosines(q, subset), (unit @ q)[subset], atol=2e-6)
+    keys = [f"{i:02d}" for i in range(53)]
+    want = sorted(((k, round(float(c), 6)) for k, c in zip(keys, unit @ q, strict=True)), key=lambda t: (-t[1], t[0]))
+    got = top_by_cosine(query, keys, vectors, 10)
+    assert [k for k, _s in got] == [k for k, _s in want[:10]]
+    assert max(abs(a[1] - b[1]) for a, b in zip(got, want, strict=False)) <= 2e-6
+    # float16 rows of the recipe before, among int8 ones: float32 vectors, the same directions
+    mixed = [many[0].astype(np.float16).tobytes(), *rows[1:]]
+    widened = Directions(message_vectors._directions(mixed, 384))
+    assert widened.rows.dtype == np.float32
+    np.testing.assert_allclose(widened.cosines(q)[1:], unit[1:] @ q, atol=2e-6)
 
 
 def test_commit_hunks_spreads_a_commit_score_over_its_hunks() -> None:
@@ -231,11 +258,17 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     meanwhile = engine.search(QUERY)
     assert "message_dense" in meanwhile["_meta"]["lanes"] and meanwhile["results"][0]["commit"]["sha"] == shas["wanted"]
     monkeypatch.setattr(message_vectors, "RECODE_CHUNK", 2)  # several chunks, as on a long history
+    keys, read = message_vectors.read_directions(store.db, 384)  # float16 rows: read as float32 vectors meanwhile
+    assert keys == sorted(older) and read.dtype == np.float32
+    np.testing.assert_array_equal(read, [np.frombuffer(older[k], dtype="<f2") for k in keys])
     with store.write_lock():
         assert embed_messages(store, embedder) == 0  # re-encoded, not embedded again
     after = dict(store.db.execute("SELECT sha, vec FROM message_vectors").fetchall())
     want = {s: message_vectors.encode(np.frombuffer(b, dtype="<f2").astype(np.float32)) for s, b in older.items()}
     assert after == want
+    keys, read = message_vectors.read_directions(store.db, 384)  # int8 codes now, read two rows at a time
+    assert keys == sorted(older) and read.dtype == np.int8
+    np.testing.assert_array_equal(read, [np.frombuffer(after[k][4:], dtype=np.int8) for k in keys])
     assert store.get_state(message_vectors.RECIPE_KEY) == message_vectors.RECIPE
     assert store.get_state(COMPACT_PENDING) == "0"  # compacted
     assert engine.search(QUERY)["results"][0]["commit"]["sha"] == shas["wanted"]

@@ -27,7 +27,7 @@ from pygls.lsp.client import LanguageClient
 
 from .. import symbols
 from .bench import emit, sample_queries
-from .procs import proc_kb, tree_pids
+from .procs import proc_kb, rss_by_mapping, tree_pids
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -216,6 +216,7 @@ async def run(
     res["server_rss_mb"] = _rss_mb(pid) if pid else None
     if pid:  # the part of it that is the server's own heap, not index files' pages mapped in (Tantivy's mmap)
         res["server_rss_anon_mb"] = _rss_mb(pid, "RssAnon")
+        res["server_rss_by_mapping_mb"] = rss_by_mapping(pid)
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()

@@ -44,6 +44,29 @@ def proc_kb(pid: int, field: str, name: str = "status") -> int:
     return 0
 
 
+def rss_by_mapping(pid: int, top: int = 8) -> dict[str, float]:
+    """Where a process's resident memory is, in MB: its largest mappings by resident size (/proc/PID/smaps),
+    files by name, anonymous memory summed as ``[anon]`` (the heap included). Why: RSS alone mixes the process's
+    own heap with index files' pages mapped in, which the kernel can drop and other readers share."""
+    sizes: dict[str, int] = {}
+    name = "[anon]"
+    try:
+        lines = Path(f"/proc/{pid}/smaps").read_text().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        head = line.split()
+        if head and "-" in head[0] and ":" not in head[0]:  # a mapping's first line: range perms offset dev inode path
+            path = head[5] if len(head) > 5 else ""
+            name = path if path.startswith("/") else "[anon]"
+        elif head and head[0] == "Rss:":
+            sizes[name] = sizes.get(name, 0) + int(head[1]) * 1024
+    ranked = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = {k: round(v / MB, 1) for k, v in ranked[:top]}
+    out["other"] = round(sum(v for _k, v in ranked[top:]) / MB, 1)
+    return out
+
+
 _TICK = os.sysconf("SC_CLK_TCK")
 
 

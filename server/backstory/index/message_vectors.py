@@ -12,8 +12,8 @@ readers join on indexed commits), and there is no second file to stamp, check an
 per commit, not per file, so the search side reads them all (int8 codes and a scale, 388 bytes each at 384
 dimensions: 0.8 MB for 2,000 commits; float16 until the seventeenth pass of docs/large-histories.md, which ranked
 the same to four places) and scores them exactly, once per index state
-(:class:`backstory.search.message_lane.MessageLane` caches the matrix, as float32); a history of 100,000 commits
-would be 39 MB, where an HNSW file would pay.
+(:class:`backstory.search.message_lane.MessageLane` caches the codes, :func:`read_directions`); a history of
+100,000 commits would be 39 MB, where an HNSW file would pay.
 
 Only an index with messages has rows; the vectors belong to the model the file units were embedded with (the
 manifest's ``dense`` stamp: :func:`backstory.index.dense_build.restamp` clears this table with the units), and to
@@ -161,16 +161,38 @@ def version(db: sqlite3.Connection) -> tuple[int, int] | None:
     return int(row[0]), int(row[1])
 
 
-def read_all(db: sqlite3.Connection, dim: int) -> tuple[list[str], np.ndarray]:
-    """Every indexed commit's message vector: (shas sorted, float32 matrix in that order)."""
+def read_directions(db: sqlite3.Connection, dim: int) -> tuple[list[str], np.ndarray]:
+    """Every indexed commit's message vector as a direction: (shas sorted, ``[n, dim]`` rows in that order). The
+    rows are the stored int8 codes without their scales (the lane compares directions only, and a scale does not
+    turn one): 23 MB for git/git's 60,642 commits, where float32 vectors took 93 MB of the language server's
+    heap. While an older index still holds float16 rows (until its next dense run re-encodes them) the rows are
+    float32 vectors. Read :data:`RECODE_CHUNK` rows at a time, so the blobs of a
+    whole history are never in memory at once."""
     try:
-        rows = db.execute(
+        cursor = db.execute(
             "SELECT m.sha, m.vec FROM message_vectors m JOIN commits c ON c.sha=m.sha"
             " WHERE c.state='indexed' ORDER BY m.sha"
-        ).fetchall()
+        )
     except sqlite3.OperationalError:  # an index from before message vectors
-        return [], decode([], dim)
-    return [r[0] for r in rows], decode([bytes(r[1]) for r in rows], dim)
+        return [], np.zeros((0, dim), dtype=np.int8)
+    shas: list[str] = []
+    parts: list[np.ndarray] = []
+    while rows := cursor.fetchmany(RECODE_CHUNK):
+        shas.extend(r[0] for r in rows)
+        parts.append(_directions([bytes(r[1]) for r in rows], dim))
+    if not parts:
+        return [], np.zeros((0, dim), dtype=np.int8)
+    kind = np.int8 if all(p.dtype == np.int8 for p in parts) else np.float32
+    return shas, np.concatenate([p.astype(kind, copy=False) for p in parts])
+
+
+def _directions(blobs: Sequence[bytes], dim: int) -> np.ndarray:
+    """:func:`read_directions`' rows of ``blobs``: the int8 codes when every row is one of :func:`encode`'s, else
+    float32 vectors (:func:`decode`: float16 rows among them; a row of another size is a ValueError)."""
+    if {len(b) for b in blobs} == {4 + dim}:
+        rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + dim)
+        return np.ascontiguousarray(rows[:, 4:]).view(np.int8)
+    return decode(blobs, dim)
 
 
 def size_bytes(db: sqlite3.Connection) -> int:

@@ -2,12 +2,14 @@
 
 Why a lane of its own beside the file-unit lane (:mod:`.dense`): a question is often closest in meaning to a
 commit's message rather than to any file of the change (:mod:`backstory.index.message_vectors`). The vectors
-are one per commit and few, so they are scored exactly from a matrix read once per index state, not through an
-HNSW file; the model, the stamp and the query's vector come from the :class:`~.dense.DenseLane`.
+are one per commit and few, so they are scored exactly from their int8 codes read once per index state
+(:class:`Directions`), not through an HNSW file; the model, the stamp and the query's vector come from the
+:class:`~.dense.DenseLane`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +34,8 @@ class MessageLane:
         self.dense = dense
         self.store = dense.store
         self.catalog = dense.catalog
-        self._messages: tuple[Any, list[str], np.ndarray] | None = None  # (version, shas, unit columns)
-        self._pending: tuple[str, np.ndarray, Future[list[tuple[str, float]]]] | None = None  # see begin()
+        self._messages: tuple[Any, list[str], Directions] | None = None  # (version, shas, their vectors)
+        self._pending: tuple[str, Directions, Future[list[tuple[str, float]]]] | None = None  # see begin()
 
     def reset(self) -> None:
         """Forget the message matrix (after a rebuild)."""
@@ -51,24 +53,24 @@ class MessageLane:
         stamp = self.dense.stamp()
         if forward is None or not stamp:
             return
-        shas, columns = self._message_matrix(int(stamp["dim"]))
+        shas, vectors = self._message_matrix(int(stamp["dim"]))
         if shas:
-            work = self.dense.after_pass(lambda: top_by_cosine(forward.result()[0], shas, columns, MESSAGE_TOP))
+            work = self.dense.after_pass(lambda: top_by_cosine(forward.result()[0], shas, vectors, MESSAGE_TOP))
             if work is not None:
-                self._pending = (query, columns, work)
+                self._pending = (query, vectors, work)
 
     def forget(self) -> None:
         """Drop cosines started for a search that no lane took (it failed or stopped first)."""
         self._pending = None
 
-    def _top(self, query: str, qv: np.ndarray, shas: list[str], columns: np.ndarray) -> list[tuple[str, float]]:
+    def _top(self, query: str, qv: np.ndarray, shas: list[str], vectors: Directions) -> list[tuple[str, float]]:
         """:func:`top_by_cosine` of an unfiltered search: :meth:`begin`'s when it ran for this query and matrix
         (and did not fail: then they are computed here, as they would have been)."""
         pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == query and pending[1] is columns and pending[2].exception() is None:
+        if pending is not None and pending[0] == query and pending[1] is vectors and pending[2].exception() is None:
             started: list[tuple[str, float]] = pending[2].result()
             return started
-        return top_by_cosine(qv, shas, columns, MESSAGE_TOP)
+        return top_by_cosine(qv, shas, vectors, MESSAGE_TOP)
 
     def rank(
         self, query: str, searcher: tantivy.Searcher | None, filters: tantivy.Query | None
@@ -87,7 +89,7 @@ class MessageLane:
         emb = self.dense.embedder()
         if emb is None or stamp.get("model_id") != emb.model_id:
             return None, None
-        shas, columns = self._message_matrix(int(stamp["dim"]))
+        shas, vectors = self._message_matrix(int(stamp["dim"]))
         if not shas:
             return None, None
         cached = self.dense.last_pass(emb.model_id, query)
@@ -99,17 +101,17 @@ class MessageLane:
             for uid, row in sorted(self.catalog.hunk_places(uids).items()):
                 allowed.setdefault(row["sha"], []).append(uid)
         if allowed is None:
-            top = self._top(query, qv, shas, columns)
+            top = self._top(query, qv, shas, vectors)
         else:
-            top = top_by_cosine(qv, shas, columns, MESSAGE_TOP, set(allowed))
+            top = top_by_cosine(qv, shas, vectors, MESSAGE_TOP, set(allowed))
         if allowed is not None:
             hunks_of = {sha: allowed[sha][:MESSAGE_HUNKS] for sha, _s in top}
         else:
             hunks_of = self.catalog.first_hunks_of([sha for sha, _s in top], MESSAGE_HUNKS)
         return commit_hunks(top, hunks_of), dict(top)
 
-    def _message_matrix(self, dim: int) -> tuple[list[str], np.ndarray]:
-        """Every indexed commit's message vector (as :func:`unit_columns`), read once per state of the table (its
+    def _message_matrix(self, dim: int) -> tuple[list[str], Directions]:
+        """Every indexed commit's message vector (:class:`Directions`), read once per state of the table (its
         row count and largest rowid). The table is only looked at when the catalogue changed (SQLite's data
         version): its count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it
         alone must not re-read the matrix either."""
@@ -119,29 +121,61 @@ class MessageLane:
             return cached[1], cached[2]
         version = message_vectors.version(self.store.db)
         if version is None:
-            return [], np.zeros((dim, 0), dtype=np.float32)
+            return [], Directions(np.zeros((0, dim), dtype=np.int8))
         if cached is None or cached[0][1] != version:
-            shas, matrix = message_vectors.read_all(self.store.db, dim)
-            cached = ((db_version, version), shas, unit_columns(matrix))
+            cached = self._messages = self._pending = None  # the old vectors go before the new are read
+            shas, rows = message_vectors.read_directions(self.store.db, dim)
+            cached = ((db_version, version), shas, Directions(rows))
         self._messages = ((db_version, version), cached[1], cached[2])
         return cached[1], cached[2]
 
 
+class Directions:
+    """Vectors held for their directions: ``rows`` (``[n, dim]``, int8 codes or float32) and each row's inverse
+    length, so a query's cosines are the rows times the query, scaled. Why not float32 unit vectors: on git/git
+    they were 93 MB of the language server's heap for 60,642 commits, the codes are 23 MB; the codes are widened
+    to float32 :data:`CHUNK` rows at a time (2.9 ms a query there, against 1.6 ms from float32 columns)."""
+
+    CHUNK = 2048
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        norms = np.zeros(len(rows), dtype=np.float32)
+        for i, chunk in self._chunks():
+            norms[i : i + len(chunk)] = np.linalg.norm(chunk, axis=1)
+        self.inverse_norms = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _chunks(self, rows: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, float32 rows) of ``rows`` (default all), :data:`CHUNK` rows at a time."""
+        rows = self.rows if rows is None else rows
+        for i in range(0, len(rows), self.CHUNK):
+            yield i, rows[i : i + self.CHUNK].astype(np.float32)
+
+    def cosines(self, unit_query: np.ndarray, subset: np.ndarray | None = None) -> np.ndarray:
+        """float32 cosines of ``unit_query`` (unit length) with every row, or with the rows ``subset`` lists."""
+        rows = self.rows if subset is None else self.rows[subset]
+        out = np.empty(len(rows), dtype=np.float32)
+        for i, chunk in self._chunks(rows):
+            np.dot(chunk, unit_query, out=out[i : i + len(chunk)])
+        return out * (self.inverse_norms if subset is None else self.inverse_norms[subset])
+
+
 def top_by_cosine(
-    query: np.ndarray, keys: list[str], columns: np.ndarray, count: int, allowed: set[str] | None = None
+    query: np.ndarray, keys: list[str], vectors: Directions, count: int, allowed: set[str] | None = None
 ) -> list[tuple[str, float]]:
-    """The ``count`` keys whose columns of ``columns`` (unit length: :func:`unit_columns`) are nearest ``query``
-    by cosine, best first, as (key, cosine rounded to 6 places); ties by key, so the order is deterministic.
-    ``allowed`` limits the keys. Vectorised: only the best ``count`` (and keys tied with the last) reach Python,
-    so git/git's 60,642 messages cost ~3 ms."""
+    """The ``count`` keys whose vectors are nearest ``query`` by cosine, best first, as (key, cosine rounded to 6
+    places); ties by key, so the order is deterministic. ``allowed`` limits the keys. Vectorised: only the best
+    ``count`` (and keys tied with the last) reach Python, so git/git's 60,642 messages cost ~3 ms."""
     if not keys or count <= 0:
         return []
     rows = np.arange(len(keys)) if allowed is None else np.flatnonzero([k in allowed for k in keys])
     if not len(rows):
         return []
-    sub = columns if allowed is None else columns[:, rows]
     q = (query / max(float(np.linalg.norm(query)), 1e-12)).astype(np.float32)
-    sims = np.round(q @ sub, 6)
+    sims = np.round(vectors.cosines(q, None if allowed is None else rows), 6)
     if len(sims) > count:  # the best ``count`` and every row tied with the last of them
         floor = np.partition(sims, len(sims) - count)[len(sims) - count]
         kept = np.flatnonzero(sims >= floor)
@@ -150,18 +184,6 @@ def top_by_cosine(
     scored = [(keys[int(rows[i])], float(sims[i])) for i in kept.tolist()]
     scored.sort(key=lambda t: (-t[1], t[0]))
     return scored[:count]
-
-
-def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """``matrix`` with each row scaled to unit length (zero rows stay zero)."""
-    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-
-
-def unit_columns(matrix: np.ndarray) -> np.ndarray:
-    """:func:`unit_rows` of ``matrix``, transposed and contiguous: a query's cosines then read it in one pass
-    down its rows (60,642 x 384 float32 on this machine: 2.9 ms, against 8.0 ms for the rows times the query,
-    the same numbers to six places)."""
-    return np.ascontiguousarray(unit_rows(matrix).T)
 
 
 def commit_hunks(ranked: list[tuple[str, float]], hunks_of: dict[str, list[int]]) -> list[tuple[int, float]]:
