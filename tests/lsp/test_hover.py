@@ -139,3 +139,19 @@ async def test_while_indexing_the_hover_says_so(client: BackstoryClient) -> None
     value = await hover_at(client, net, 3, 6)
     assert value is not None
     assert value.startswith("**Past changes to `fetch_with_retry`**")
+
+
+def test_the_cache_keeps_a_model_compressed_and_gives_it_back_whole() -> None:
+    """The hover cache holds each model as compressed JSON (a model is ~39 KB of Python objects on git/git, and
+    the cache is prewarmed for every opened document); a hit gives back the same model, a fresh copy each time."""
+    from backstory.lsp.hover import _frozen, _thawed
+
+    commit = {"sha": "a" * 40, "subject": "Fix naïve 漢字 😀 \udc80 parsing", "date": 1.5e9}
+    row = {"commit": commit, "hunks": [{"path": "x.c"}]}
+    model = {"symbol": {"name": "f", "start": 3}, "commits": [row] * 3, "related": [row] * 8, "more": False, "x": None}
+    frozen = _frozen(model)
+    assert isinstance(frozen, bytes) and len(frozen) < len(str(model)) / 4
+    thawed = _thawed(frozen)
+    assert thawed == model and thawed is not _thawed(frozen)
+    thawed["commits"].clear()  # a caller changing its copy leaves the cached one alone
+    assert _thawed(frozen) == model

@@ -126,10 +126,14 @@ class Catalog(Counts):
         return None if row is None else str(row[0])
 
     def indexed_parents(self) -> dict[str, list[str]]:
-        """Every indexed commit's parent list (the graph exact history walks)."""
-        return {
-            sha: json.loads(p) for sha, p in self._db.execute("SELECT sha, parents FROM commits WHERE state='indexed'")
-        }
+        """Every indexed commit's parent list (the graph exact history walks). A parent that is itself indexed is
+        the same string object as its key: the language server keeps this graph, and on git/git separate copies
+        of the parents' shas took 8 MB of its 82,000 commits' 26."""
+        own: dict[str, str] = {}
+        graph: dict[str, list[str]] = {}
+        for sha, p in self._db.execute("SELECT sha, parents FROM commits WHERE state='indexed'"):
+            graph[own.setdefault(sha, sha)] = [own.setdefault(parent, parent) for parent in json.loads(p)]
+        return graph
 
     def indexed_shas(self) -> set[str]:
         return {r[0] for r in self._db.execute("SELECT sha FROM commits WHERE state='indexed'")}

@@ -26,7 +26,7 @@ class RepoState:
     cancel: threading.Event = field(default_factory=threading.Event)
     last_head: str | None = None
     status: dict[str, Any] = field(default_factory=lambda: {"state": "starting"})
-    hover_cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    hover_cache: dict[tuple[Any, ...], bytes] = field(default_factory=dict)  # compressed models (lsp/hover.py)
     waiting_for: str | None = None  # the writer that held the index's lock when our run gave up ("pid 123")
 
     @property
