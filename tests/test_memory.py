@@ -11,7 +11,10 @@ import weakref
 
 import pytest
 
+from backstory.history.repo import SERVING_DELTA_CACHE
 from backstory.index import memory
+from backstory.search.engine import Engine
+from gitrepo import GitRepo
 
 PROBE = textwrap.dedent(
     """
@@ -79,3 +82,23 @@ def test_frozen_heap_leaves_the_collector_as_it_found_it() -> None:
 
 class _Probe:
     pass
+
+
+@pytest.mark.parametrize("configured", [None, "1m"])
+def test_the_engine_bounds_dulwichs_delta_cache_unless_the_repository_sets_one(
+    repo: GitRepo, configured: str | None
+) -> None:
+    """A long-lived reader (the language server's engine) caps each pack's cache of resolved delta bases (dulwich
+    sizes it for one command: 96 MiB a pack); a ``core.deltaBaseCacheLimit`` the repository sets is kept."""
+    for i in range(3):
+        repo.write("a.txt", "".join(f"line {j} of version {i}\n" for j in range(200)))
+        repo.commit(f"version {i}")
+    repo.git("gc", "-q")  # the objects in a pack, deltified
+    if configured:
+        repo.git("config", "core.deltaBaseCacheLimit", configured)
+    engine = Engine(repo.path)
+    store = engine.repo.object_store
+    assert store.packs and all(len(pack) for pack in store.packs)
+    caches = [pack.data._offset_cache for pack in store.packs]
+    assert {c._max_size for c in caches} == {SERVING_DELTA_CACHE if configured is None else 1 << 20}
+    engine.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backstory.cli import EXIT_ERROR, EXIT_NO_RESULTS, EXIT_OK
+from backstory.history.repo import git_size
 from backstory.search.results import iso
 from gitrepo import GitRepo
 from trials import raw_commit
@@ -121,3 +122,33 @@ def test_a_deepened_shallow_clone_is_indexed_past_its_old_boundary(tmp_path: Pat
     assert sorted(subjects) == ["Change 1", "Change 2", "Change 3", "Change 4", "Change 5"], subjects
     changes = {c["commit"]["subject"]: [h["change"] for h in c["hunks"]] for c in history["commits"]}
     assert changes["Change 5"] == ["modify"] and not history["_meta"]["warnings"]  # no longer an "add"
+
+
+def test_git_sizes_with_units_in_the_repository_config_are_read_as_git_reads_them(repo: GitRepo) -> None:
+    """``core.bigFileThreshold = 512m`` and the like are valid git (dulwich read them with ``int()`` and opening the
+    repository failed); a value git itself refuses is a clear error that names it, and the index is left as it was."""
+    repo.write("pool.py", "def make_pool(size):\n    return [None] * size\n")
+    repo.commit("Add a connection pool")
+    for key, value in (("core.bigFileThreshold", "512m"), ("pack.windowMemory", "100M"), ("core.packedGitLimit", "1g")):
+        repo.git("config", key, value)
+    os.chdir(repo.path)
+    _ok(cli("index"))
+    assert "Add a connection pool" in _ok(cli("query", "connection pool"))
+    assert [git_size(v) for v in (b"10", b" 64k", b"512m", b"1G", b"-1", b"12x", b"1.5g", b"")] == [
+        10,
+        64 << 10,
+        512 << 20,
+        1 << 30,
+        -1,
+        None,
+        None,
+        None,
+    ]
+    repo.write("pool.py", "def make_pool(size):\n    return [object()] * size\n")
+    repo.commit("Fill the pool")
+    repo.git("config", "core.deltaBaseCacheLimit", "12x")  # git refuses it too: "fatal: bad numeric config value"
+    before = sorted((p.name, p.stat().st_size) for p in (repo.path / ".git" / "backstory").iterdir())
+    for proc in (cli("index"), cli("query", "connection pool")):
+        assert proc.returncode == EXIT_ERROR and "Traceback" not in proc.stderr
+        assert "bad numeric config value '12x' for 'core.deltaBaseCacheLimit'" in proc.stderr
+    assert sorted((p.name, p.stat().st_size) for p in (repo.path / ".git" / "backstory").iterdir()) == before

@@ -23,7 +23,7 @@ import tantivy
 
 from ..history import libgit
 from ..history.ignore_revs import ignore_files, read_ignore_revs
-from ..history.repo import HistoryError, head_sha, open_repo, worktree_root
+from ..history.repo import HistoryError, bound_delta_cache, head_sha, open_repo, worktree_root
 from ..index import message_index
 from ..index.analyzer import query_terms
 from ..index.catalog import Catalog
@@ -60,6 +60,7 @@ class Engine:
         self, path: str | Path, index_dir: str | Path | None = None, models: ModelConfig | None = None
     ) -> None:
         self.repo = open_repo(path)
+        bound_delta_cache(self.repo)  # a language server reads through this handle for hours
         self.root = worktree_root(self.repo)
         self.store = store_for(self.repo, index_dir)
         self.catalog = Catalog.of(self.store)
