@@ -19,7 +19,7 @@ from backstory.index.dense_build import embed_messages, embed_pending
 from backstory.index.store import COMPACT_PENDING
 from backstory.models import Embedder, resolve_model
 from backstory.search.engine import Engine
-from backstory.search.message_lane import Directions, commit_hunks, top_by_cosine
+from backstory.search.message_lane import Directions, commit_hunks, grown, top_by_cosine
 from backstory.search.options import ModelConfig, SearchOptions
 from gitrepo import GitRepo
 
@@ -237,6 +237,65 @@ def test_a_model_change_or_a_purged_commit_drops_message_vectors(tmp_path, embed
     engine.close()
 
 
+def test_grown_merges_new_rows_where_a_sorted_read_puts_them() -> None:
+    old_keys, new_keys = ["b", "d", "f"], ["a", "c", "e", "g"]
+    old = np.array([[2, 0], [4, 0], [6, 0]], dtype=np.int8)
+    new = np.array([[1, 0], [3, 0], [5, 0], [7, 0]], dtype=np.int8)
+    keys, rows = grown(old_keys, old, new_keys, new, 2)
+    assert keys == list("abcdefg") and rows.dtype == np.int8 and rows[:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    keys, rows = grown(old_keys, old, ["c"], np.array([[0.5, 0.25]], dtype=np.float32), 2)  # a float16-era row
+    assert keys == ["b", "c", "d", "f"] and rows.dtype == np.float32 and rows[1].tolist() == [0.5, 0.25]
+    assert grown(old_keys, old, [], np.zeros((0, 2), dtype=np.int8), 2) == (old_keys, old)
+
+
+def test_rows_added_by_the_dense_phase_are_read_alone_and_merged_as_a_whole_read_would(
+    tmp_path, embedder, monkeypatch
+) -> None:
+    """While the dense phase adds message vectors (a batch every second or so on a long history), a search reads
+    only the new rows and merges them in sha order: the lane's matrix is the one a whole read gives. Rows deleted
+    (a purge) or replaced are read whole again."""
+    repo, shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    store, lane = engine.store, engine.messages
+    reads: list[int] = []
+    real = message_vectors.read_directions
+
+    def counted(db, dim, after=0):
+        reads.append(after)
+        return real(db, dim, after)
+
+    monkeypatch.setattr(message_vectors, "read_directions", counted)
+
+    def whole() -> tuple[list[str], np.ndarray]:
+        found, rows, _seen = real(store.db, 384)
+        return found, rows
+
+    def held() -> tuple[list[str], np.ndarray]:
+        found, vectors = lane._message_matrix(384)
+        return found, vectors.rows
+
+    first = held()
+    assert reads == [0] and first[0] == sorted(shas.values())
+    for i, subject in enumerate(["Cache parsed templates between renders", "Add a retry budget to the HTTP client"]):
+        repo.commit(subject, {f"extra/m{i}.py": f"def f{i}():\n    return {i}\n"})
+    index_repository(repo.path, options=BuildOptions(no_messages=False))
+    with store.write_lock():
+        assert embed_messages(store, embedder) == 2
+    before_max = store.db.execute("SELECT MAX(rowid) FROM message_vectors").fetchone()[0] - 2
+    reads.clear()
+    grown_shas, grown_rows = held()
+    assert reads == [before_max]  # only the rows after the ones held
+    want_shas, want_rows = whole()
+    assert grown_shas == want_shas and len(want_shas) == len(shas) + 2
+    np.testing.assert_array_equal(grown_rows, want_rows)
+    assert engine.search(QUERY)["results"][0]["commit"]["sha"] == shas["wanted"]
+    with store.transaction() as tx:  # a purge deletes rows: read whole again
+        tx.execute("DELETE FROM message_vectors WHERE sha=?", (shas["docs"],))
+    reads.clear()
+    assert held()[0] == whole()[0] and reads[-1] == 0 and shas["docs"] not in held()[0]
+    engine.close()
+
+
 def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embedder, monkeypatch) -> None:
     """An index whose message vectors an older version stored as float16: searches read them meanwhile, and the
     next dense run re-encodes them in place (no message embedded again) and compacts the catalogue; rows of an
@@ -258,7 +317,9 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     meanwhile = engine.search(QUERY)
     assert "message_dense" in meanwhile["_meta"]["lanes"] and meanwhile["results"][0]["commit"]["sha"] == shas["wanted"]
     monkeypatch.setattr(message_vectors, "RECODE_CHUNK", 2)  # several chunks, as on a long history
-    keys, read = message_vectors.read_directions(store.db, 384)  # float16 rows: read as float32 vectors meanwhile
+    keys, read, _seen = message_vectors.read_directions(
+        store.db, 384
+    )  # float16 rows: read as float32 vectors meanwhile
     assert keys == sorted(older) and read.dtype == np.float32
     np.testing.assert_array_equal(read, [np.frombuffer(older[k], dtype="<f2") for k in keys])
     with store.write_lock():
@@ -266,7 +327,7 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     after = dict(store.db.execute("SELECT sha, vec FROM message_vectors").fetchall())
     want = {s: message_vectors.encode(np.frombuffer(b, dtype="<f2").astype(np.float32)) for s, b in older.items()}
     assert after == want
-    keys, read = message_vectors.read_directions(store.db, 384)  # int8 codes now, read two rows at a time
+    keys, read, _seen = message_vectors.read_directions(store.db, 384)  # int8 codes now, read two rows at a time
     assert keys == sorted(older) and read.dtype == np.int8
     np.testing.assert_array_equal(read, [np.frombuffer(after[k][4:], dtype=np.int8) for k in keys])
     assert store.get_state(message_vectors.RECIPE_KEY) == message_vectors.RECIPE

@@ -161,29 +161,40 @@ def version(db: sqlite3.Connection) -> tuple[int, int] | None:
     return int(row[0]), int(row[1])
 
 
-def read_directions(db: sqlite3.Connection, dim: int) -> tuple[list[str], np.ndarray]:
-    """Every indexed commit's message vector as a direction: (shas sorted, ``[n, dim]`` rows in that order). The
-    rows are the stored int8 codes without their scales (the lane compares directions only, and a scale does not
-    turn one): 23 MB for git/git's 60,642 commits, where float32 vectors took 93 MB of the language server's
-    heap. While an older index still holds float16 rows (until its next dense run re-encodes them) the rows are
-    float32 vectors. Read :data:`RECODE_CHUNK` rows at a time, so the blobs of a
-    whole history are never in memory at once."""
+def read_directions(db: sqlite3.Connection, dim: int, after: int = 0) -> tuple[list[str], np.ndarray, int]:
+    """The indexed commits' message vectors as directions, of the rows after rowid ``after`` (all by default):
+    (shas sorted, ``[n, dim]`` rows in that order, how many rows of the table are after ``after``, indexed or
+    not). The rows are the stored int8 codes without their scales (the lane compares directions only, and a
+    scale does not turn one): 23 MB for git/git's 60,642 commits, where float32 vectors took 93 MB of the language
+    server's heap. While an older index still holds float16 rows (until its next dense run re-encodes them) the
+    rows are float32 vectors. Read :data:`RECODE_CHUNK` rows at a time, so the blobs of a whole history are
+    never in memory at once."""
     try:
         cursor = db.execute(
-            "SELECT m.sha, m.vec FROM message_vectors m JOIN commits c ON c.sha=m.sha"
-            " WHERE c.state='indexed' ORDER BY m.sha"
+            "SELECT m.sha, m.vec, c.state='indexed' FROM message_vectors m LEFT JOIN commits c ON c.sha=m.sha"
+            " WHERE m.rowid > ? ORDER BY m.sha",
+            (after,),
         )
     except sqlite3.OperationalError:  # an index from before message vectors
-        return [], np.zeros((0, dim), dtype=np.int8)
+        return [], np.zeros((0, dim), dtype=np.int8), 0
     shas: list[str] = []
     parts: list[np.ndarray] = []
+    seen = 0
     while rows := cursor.fetchmany(RECODE_CHUNK):
-        shas.extend(r[0] for r in rows)
-        parts.append(_directions([bytes(r[1]) for r in rows], dim))
+        seen += len(rows)
+        kept = [r for r in rows if r[2]]  # a purged commit's row is never read (its run deletes it)
+        shas.extend(r[0] for r in kept)
+        parts.append(_directions([bytes(r[1]) for r in kept], dim))
+    return shas, stack(parts, dim), seen
+
+
+def stack(parts: Sequence[np.ndarray], dim: int) -> np.ndarray:
+    """:func:`read_directions`' parts as one ``[n, dim]`` array: int8 when they all are, else float32."""
+    parts = [p for p in parts if len(p)]
     if not parts:
-        return [], np.zeros((0, dim), dtype=np.int8)
+        return np.zeros((0, dim), dtype=np.int8)
     kind = np.int8 if all(p.dtype == np.int8 for p in parts) else np.float32
-    return shas, np.concatenate([p.astype(kind, copy=False) for p in parts])
+    return np.concatenate([p.astype(kind, copy=False) for p in parts])
 
 
 def _directions(blobs: Sequence[bytes], dim: int) -> np.ndarray:
@@ -192,7 +203,7 @@ def _directions(blobs: Sequence[bytes], dim: int) -> np.ndarray:
     if {len(b) for b in blobs} == {4 + dim}:
         rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + dim)
         return np.ascontiguousarray(rows[:, 4:]).view(np.int8)
-    return decode(blobs, dim)
+    return decode(blobs, dim) if blobs else np.zeros((0, dim), dtype=np.int8)
 
 
 def size_bytes(db: sqlite3.Connection) -> int:

@@ -9,6 +9,7 @@ are one per commit and few, so they are scored exactly from their int8 codes rea
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -114,7 +115,8 @@ class MessageLane:
         """Every indexed commit's message vector (:class:`Directions`), read once per state of the table (its
         row count and largest rowid). The table is only looked at when the catalogue changed (SQLite's data
         version): its count reads 60,000 rows on git/git (9 ms a search), while indexing batches that leave it
-        alone must not re-read the matrix either."""
+        alone must not re-read the matrix either. While the dense phase adds rows (a batch every second or so),
+        only the new rows are read (:func:`grown`): reading git/git's whole table took 160-230 ms."""
         db_version = self.store.data_version()
         cached = self._messages
         if cached is not None and cached[0][0] == db_version:
@@ -123,11 +125,38 @@ class MessageLane:
         if version is None:
             return [], Directions(np.zeros((0, dim), dtype=np.int8))
         if cached is None or cached[0][1] != version:
+            old = cached
             cached = self._messages = self._pending = None  # the old vectors go before the new are read
-            shas, rows = message_vectors.read_directions(self.store.db, dim)
+            merged = None
+            if old is not None and version[0] > old[0][1][0]:
+                new_shas, new_rows, seen = message_vectors.read_directions(self.store.db, dim, after=old[0][1][1])
+                if version[0] == old[0][1][0] + seen:  # rows were only added
+                    merged = grown(old[1], old[2].rows, new_shas, new_rows, dim)
+            del old
+            shas, rows = merged or message_vectors.read_directions(self.store.db, dim)[:2]
             cached = ((db_version, version), shas, Directions(rows))
         self._messages = ((db_version, version), cached[1], cached[2])
         return cached[1], cached[2]
+
+
+def grown(
+    shas: list[str], rows: np.ndarray, new_shas: list[str], new_rows: np.ndarray, dim: int
+) -> tuple[list[str], np.ndarray]:
+    """``shas``/``rows`` (sorted by sha) with the added ones (sorted too) merged in, in the order a whole read
+    gives: the layout, and so every float the cosines round, does not depend on when a server read the table.
+    Each new row goes in by bisection (git/git: 256 rows into 60,642 in a few milliseconds)."""
+    if not new_shas:
+        return shas, rows
+    kind = np.int8 if rows.dtype == new_rows.dtype == np.int8 else np.float32
+    at = [bisect.bisect_left(shas, key) for key in new_shas]
+    merged: list[str] = []
+    start = 0
+    for position, key in zip(at, new_shas, strict=True):
+        merged += shas[start:position]
+        merged.append(key)
+        start = position
+    merged += shas[start:]
+    return merged, np.insert(rows.astype(kind, copy=False), at, new_rows.astype(kind, copy=False), axis=0)
 
 
 class Directions:
