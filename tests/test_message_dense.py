@@ -241,11 +241,11 @@ def test_grown_merges_new_rows_where_a_sorted_read_puts_them() -> None:
     old_keys, new_keys = ["b", "d", "f"], ["a", "c", "e", "g"]
     old = np.array([[2, 0], [4, 0], [6, 0]], dtype=np.int8)
     new = np.array([[1, 0], [3, 0], [5, 0], [7, 0]], dtype=np.int8)
-    keys, rows = grown(old_keys, old, new_keys, new, 2)
+    keys, rows = grown(old_keys, old, new_keys, new)
     assert keys == list("abcdefg") and rows.dtype == np.int8 and rows[:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7]
-    keys, rows = grown(old_keys, old, ["c"], np.array([[0.5, 0.25]], dtype=np.float32), 2)  # a float16-era row
+    keys, rows = grown(old_keys, old, ["c"], np.array([[0.5, 0.25]], dtype=np.float32))  # a float16-era row
     assert keys == ["b", "c", "d", "f"] and rows.dtype == np.float32 and rows[1].tolist() == [0.5, 0.25]
-    assert grown(old_keys, old, [], np.zeros((0, 2), dtype=np.int8), 2) == (old_keys, old)
+    assert grown(old_keys, old, [], np.zeros((0, 2), dtype=np.int8)) == (old_keys, old)
 
 
 def test_rows_added_by_the_dense_phase_are_read_alone_and_merged_as_a_whole_read_would(

@@ -185,10 +185,10 @@ def read_directions(db: sqlite3.Connection, dim: int, after: int = 0) -> tuple[l
         kept = [r for r in rows if r[2]]  # a purged commit's row is never read (its run deletes it)
         shas.extend(r[0] for r in kept)
         parts.append(_directions([bytes(r[1]) for r in kept], dim))
-    return shas, stack(parts, dim), seen
+    return shas, _stack(parts, dim), seen
 
 
-def stack(parts: Sequence[np.ndarray], dim: int) -> np.ndarray:
+def _stack(parts: Sequence[np.ndarray], dim: int) -> np.ndarray:
     """:func:`read_directions`' parts as one ``[n, dim]`` array: int8 when they all are, else float32."""
     parts = [p for p in parts if len(p)]
     if not parts:

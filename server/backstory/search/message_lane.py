@@ -131,7 +131,7 @@ class MessageLane:
             if old is not None and version[0] > old[0][1][0]:
                 new_shas, new_rows, seen = message_vectors.read_directions(self.store.db, dim, after=old[0][1][1])
                 if version[0] == old[0][1][0] + seen:  # rows were only added
-                    merged = grown(old[1], old[2].rows, new_shas, new_rows, dim)
+                    merged = grown(old[1], old[2].rows, new_shas, new_rows)
             del old
             shas, rows = merged or message_vectors.read_directions(self.store.db, dim)[:2]
             cached = ((db_version, version), shas, Directions(rows))
@@ -139,9 +139,7 @@ class MessageLane:
         return cached[1], cached[2]
 
 
-def grown(
-    shas: list[str], rows: np.ndarray, new_shas: list[str], new_rows: np.ndarray, dim: int
-) -> tuple[list[str], np.ndarray]:
+def grown(shas: list[str], rows: np.ndarray, new_shas: list[str], new_rows: np.ndarray) -> tuple[list[str], np.ndarray]:
     """``shas``/``rows`` (sorted by sha) with the added ones (sorted too) merged in, in the order a whole read
     gives: the layout, and so every float the cosines round, does not depend on when a server read the table.
     Each new row goes in by bisection (git/git: 256 rows into 60,642 in a few milliseconds)."""
