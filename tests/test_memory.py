@@ -55,40 +55,6 @@ def test_the_arena_cap_holds_while_threads_allocate() -> None:
     assert limited <= _heaps("default")
 
 
-MAPPED = textwrap.dedent(
-    """
-    import ctypes, ctypes.util, os, re, sys, tempfile
-    import numpy as np
-    from backstory.index import memory
-    if sys.argv[1] == "fixed":
-        assert memory.map_large_blocks()
-    first = np.ones(20 << 20, dtype=np.uint8)
-    del first  # freed: by default glibc now serves blocks this large from the heap
-    second = np.ones(20 << 20, dtype=np.uint8)
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    libc.fopen.restype = ctypes.c_void_p
-    path = tempfile.mktemp()
-    fp = libc.fopen(path.encode(), b"w")
-    libc.malloc_info(0, ctypes.c_void_p(fp))
-    libc.fclose(ctypes.c_void_p(fp))
-    print(re.findall(r'<total type="mmap" count="\\d+" size="(\\d+)"/>', open(path).read())[-1])
-    os.unlink(path)
-    """
-)
-
-
-@pytest.mark.skipif(memory._libc() is None or not hasattr(memory._libc(), "malloc_info"), reason="glibc only")
-def test_large_blocks_stay_mapped_after_one_was_freed() -> None:
-    """The servers' fixed threshold: a second 20 MB array is mapped on its own (so freeing it unmaps it), where by
-    default glibc, having freed the first, serves it from the heap."""
-
-    def mapped(mode: str) -> int:
-        run = subprocess.run([sys.executable, "-c", MAPPED, mode], check=True, capture_output=True, text=True)
-        return int(run.stdout.split()[-1])
-
-    assert mapped("fixed") >= 20 << 20 > mapped("default")
-
-
 def test_frozen_heap_leaves_the_collector_as_it_found_it() -> None:
     """Inside: what existed is out of the collector's passes and young passes are rarer; after (an exception
     included), the collector is as before, and what was frozen is still freed when its last reference goes."""

@@ -9,11 +9,9 @@ The language server answers on a pool of threads, and glibc gives each thread th
 ("arena", up to eight per core); freed memory stays in the arena it came from, so each arena grows to the largest
 request it has served. On git/git after lsp_bench's searches and hovers the server held 464 MB with the default
 arenas, 379 MB with MALLOC_ARENA_MAX=2 and 367 MB with `limit_arenas` (one arena measured the same as two; two
-keep the hover prewarm thread off the requests' lock). Large blocks are mapped on their own there
-(:func:`map_large_blocks`), so a matrix read again while an index grows does not leave its predecessor's pages
-resident in the heap.
+keep the hover prewarm thread off the requests' lock).
 
-These are no-ops where glibc is not the C library.
+Both are no-ops where glibc is not the C library.
 
 Python's cycle collector is the third: a full collection walks every tracked object, and the writer's heap holds
 the whole walk (git/git: 82,000 commits' metadata, messages included) while each batch's results churn through
@@ -31,10 +29,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter numbers (malloc.h)
-M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
 SERVER_ARENAS = 2  # for the long-lived servers (language server, MCP), whose requests run on threads
-SERVER_MMAP_THRESHOLD = 16 << 20  # blocks this large are mapped on their own (see `map_large_blocks`)
 YOUNG_COLLECTION = 25_000  # allocations between the cycle collector's young passes in `frozen_heap`
 
 
@@ -63,18 +59,6 @@ def limit_arenas(count: int = SERVER_ARENAS) -> bool:
     False where the C library has no ``mallopt`` or refused it."""
     mallopt = getattr(_libc(), "mallopt", None)
     return bool(mallopt is not None and mallopt(M_ARENA_MAX, count) == 1)
-
-
-def map_large_blocks(threshold: int = SERVER_MMAP_THRESHOLD) -> bool:
-    """Have glibc map every block of ``threshold`` bytes or more on its own, and unmap it when freed, for the
-    rest of the process. Why: glibc raises that threshold each time it frees a mapped block (up to 32 MiB), so
-    the next large arrays (a search's matrix re-read while the dense phase adds rows, 23 MB on git/git) come
-    from the heap, and what is freed there stays resident behind newer blocks. Measured re-reading git/git's
-    message vectors 40 times on a thread: the heap peaked at 150 MB and ended at 127, against 96 and 95 with
-    a fixed 16 MiB; a search's own arrays (3 MB chunks) stay below it and are reused as before (3.2 vs 3.4 ms).
-    False where the C library has no ``mallopt`` or refused it."""
-    mallopt = getattr(_libc(), "mallopt", None)
-    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, threshold) == 1)
 
 
 class _Freeze:

@@ -115,7 +115,6 @@ for _feature in FEATURES:
 def run(tcp: str | None = None) -> None:
     logging.basicConfig(level=os.environ.get("BACKSTORY_LOG", "WARNING"), format="%(name)s: %(message)s")
     memory.limit_arenas()  # before the request threads start (index/memory.py: 464 -> 367 MB on git/git)
-    memory.map_large_blocks()
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))

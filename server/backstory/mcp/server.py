@@ -297,7 +297,6 @@ def run(repo: str | Path = ".", index_dir: str | None = None) -> None:
     """Serve ``repo`` over stdio until the client closes the connection."""
     logging.basicConfig(level=os.environ.get("BACKSTORY_LOG", "WARNING"), format="%(name)s: %(message)s")
     memory.limit_arenas()  # tools run on threads, as the language server's requests do
-    memory.map_large_blocks()
     app = Backstory(repo, index_dir)  # None: BACKSTORY_INDEX_DIR or <git dir>/backstory, as everywhere
     build(app).run()
     if app.busy():  # an indexing job did not stop within the grace period: it resumes on the next run
