@@ -84,12 +84,13 @@ class _Probe:
     pass
 
 
-@pytest.mark.parametrize("configured", [None, "1m"])
+@pytest.mark.parametrize("configured", [None, "1m", "0"])
 def test_the_engine_bounds_dulwichs_delta_cache_unless_the_repository_sets_one(
     repo: GitRepo, configured: str | None
 ) -> None:
     """A long-lived reader (the language server's engine) caps each pack's cache of resolved delta bases (dulwich
-    sizes it for one command: 96 MiB a pack); a ``core.deltaBaseCacheLimit`` the repository sets is kept."""
+    sizes it for one command: 96 MiB a pack); a ``core.deltaBaseCacheLimit`` the repository sets is kept (0 is
+    "unset" to dulwich)."""
     for i in range(3):
         repo.write("a.txt", "".join(f"line {j} of version {i}\n" for j in range(200)))
         repo.commit(f"version {i}")
@@ -100,5 +101,5 @@ def test_the_engine_bounds_dulwichs_delta_cache_unless_the_repository_sets_one(
     store = engine.repo.object_store
     assert store.packs and all(len(pack) for pack in store.packs)
     caches = [pack.data._offset_cache for pack in store.packs]
-    assert {c._max_size for c in caches} == {SERVING_DELTA_CACHE if configured is None else 1 << 20}
+    assert {c._max_size for c in caches} == {1 << 20 if configured == "1m" else SERVING_DELTA_CACHE}  # 0: unset
     engine.close()

@@ -296,6 +296,71 @@ def test_rows_added_by_the_dense_phase_are_read_alone_and_merged_as_a_whole_read
     engine.close()
 
 
+def test_the_held_vectors_are_always_those_a_whole_read_gives(tmp_path, embedder, monkeypatch) -> None:
+    """Through the real writers: SQLite hands a deleted top row's rowid out again (an amended commit's vector
+    takes its predecessor's), a table cleared and refilled past its old size, a row replaced, rows re-encoded in
+    place, a batch committed between the version and the rows read: after each, the lane holds what a whole
+    read gives, each sha once."""
+    repo, _shas = _history(tmp_path / "r")
+    engine = _index(repo, embedder, no_messages=False)
+    store, lane = engine.store, engine.messages
+    db = store.db
+    other = sqlite3.connect(store.db_path, isolation_level=None)  # another writer, as the indexer is
+
+    def check() -> None:
+        held, vectors = lane._message_matrix(384)
+        want, rows, _n = message_vectors.read_directions(db, 384)
+        assert held == want and len(set(held)) == len(held)
+        np.testing.assert_array_equal(vectors.rows, rows)
+
+    def vec(seed: int) -> bytes:
+        return message_vectors.encode(np.random.default_rng(seed).normal(size=384).astype(np.float32))
+
+    check()
+    top = db.execute("SELECT sha FROM message_vectors ORDER BY rowid DESC LIMIT 1").fetchone()[0]
+    with store.transaction() as tx:  # the amend: the top commit purged, its successor's vector stored
+        tx.execute("UPDATE commits SET state='pending' WHERE sha=?", (top,))
+        message_vectors.purge_orphans(tx)
+        message_vectors.put(tx, [("f" * 40, vec(1))])
+    check()
+    with store.transaction() as tx:  # the top row deleted, two added: the count grows by one
+        tx.execute("UPDATE commits SET state='pending' WHERE sha=?", ("f" * 40,))
+        message_vectors.purge_orphans(tx)
+        message_vectors.put(tx, [("e" * 40, vec(2)), ("d" * 40, vec(3))])
+    check()
+    with store.transaction() as tx:  # a row replaced
+        message_vectors.put(tx, [("e" * 40, vec(4))])
+    check()
+    with store.transaction() as tx:  # cleared (a new model) and refilled past its old size
+        message_vectors.clear(tx)
+        message_vectors.put(tx, [(f"{i:040x}", vec(10 + i)) for i in range(12)])
+    check()
+    with store.transaction() as tx:  # only added: read alone
+        message_vectors.put(tx, [("c" * 40, vec(30))])
+    reads: list[int] = []
+    real = message_vectors.read_directions
+    monkeypatch.setattr(
+        message_vectors, "read_directions", lambda d, n, after=0: reads.append(after) or real(d, n, after)
+    )
+    check()
+    assert reads[0] > 0
+    versions = message_vectors.version
+
+    def racing(d):  # a batch commits right after the version is read
+        found = versions(d)
+        other.execute("INSERT INTO message_vectors(sha, vec) VALUES (?, ?)", ("b" * 40, vec(31)))
+        return found
+
+    monkeypatch.setattr(message_vectors, "version", racing)
+    with store.transaction() as tx:
+        message_vectors.put(tx, [("a" * 40, vec(32))])
+    lane._message_matrix(384)
+    monkeypatch.setattr(message_vectors, "version", versions)
+    check()  # the row committed mid-read is read once, not twice
+    engine.close()
+    other.close()
+
+
 def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embedder, monkeypatch) -> None:
     """An index whose message vectors an older version stored as float16: searches read them meanwhile, and the
     next dense run re-encodes them in place (no message embedded again) and compacts the catalogue; rows of an
@@ -327,6 +392,8 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     after = dict(store.db.execute("SELECT sha, vec FROM message_vectors").fetchall())
     want = {s: message_vectors.encode(np.frombuffer(b, dtype="<f2").astype(np.float32)) for s, b in older.items()}
     assert after == want
+    held = engine.messages._message_matrix(384)[1].rows  # the lane read the float16 rows: it reads them again
+    assert held.dtype == np.int8 and (held == message_vectors.read_directions(store.db, 384)[1]).all()
     keys, read, _seen = message_vectors.read_directions(store.db, 384)  # int8 codes now, read two rows at a time
     assert keys == sorted(older) and read.dtype == np.int8
     np.testing.assert_array_equal(read, [np.frombuffer(after[k][4:], dtype=np.int8) for k in keys])

@@ -41,7 +41,8 @@ def open_repo(path: str | os.PathLike[str]) -> Repo:
 
 #: Settings git reads as sizes, where ``512m`` means 512 MiB (``git config --type=int``), and dulwich reads them
 #: with ``int()`` when it opens a repository: a ``core.bigFileThreshold = 512m`` in ``.git/config`` made opening
-#: fail with "invalid literal for int()".
+#: fail with "invalid literal for int()". git refuses a bad ``core`` one in every command; the ``pack`` ones only
+#: matter to commands that write packs, so a bad one is left out here, as ``git log`` leaves it.
 GIT_SIZES = (
     (b"core", b"bigFileThreshold"),
     (b"core", b"deltaBaseCacheLimit"),
@@ -52,12 +53,18 @@ GIT_SIZES = (
     (b"pack", b"windowMemory"),
 )
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_SIZE = re.compile(r"\s*\+?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)", re.ASCII)
 
 
 def git_size(value: bytes) -> int | None:
-    """A size as git reads it (``10``, ``64k``, ``512m``, ``1g``), or None where git would refuse the value."""
-    match = re.fullmatch(r"\s*([+-]?\d+)\s*([kmg]?)\s*", value.decode("utf-8", "replace"), re.IGNORECASE)
-    return int(match[1]) * _UNITS[match[2].lower()] if match else None
+    """An unsigned size as git reads it (``10``, ``64k``, ``512m``, ``1g``, ``0x10``, ``010``: C's base rules),
+    or None where git would refuse the value (``-1``, ``12x``, ``1.5g``, ``512 m``)."""
+    match = _SIZE.fullmatch(value.decode("utf-8", "replace"))
+    if match is None:
+        return None
+    digits = match[1]
+    base = 16 if digits[:2].lower() == "0x" else 8 if len(digits) > 1 and digits[0] == "0" else 10
+    return int(digits, base) * _UNITS[match[2].lower()]
 
 
 class _Repo(Repo):
@@ -71,28 +78,32 @@ class _Repo(Repo):
             except KeyError:
                 continue
             size = git_size(value)
-            if size is None:  # as git: "fatal: bad numeric config value"
-                key = f"{section.decode()}.{name.decode()}"
+            if size is not None:
+                config.set((section,), name, str(size).encode())
+            elif section == b"pack":
+                del config[(section,)][name]  # dulwich then uses its default, as git log does
+            else:  # as git: "fatal: bad numeric config value"
                 raise HistoryError(
-                    f"bad numeric config value {value.decode('utf-8', 'replace')!r} for {key!r} in "
-                    f"{config.path or 'the repository config'}: git reads a number with an optional k, m or g"
+                    f"bad numeric config value {value.decode('utf-8', 'replace')!r} for "
+                    f"'{section.decode()}.{name.decode()}' in {config.path or 'the repository config'} (or a file it "
+                    "includes): git reads a whole number with an optional k, m or g"
                 )
-            config.set((section,), name, str(size).encode())
         return config
 
 
 #: What a long-lived reader lets dulwich keep of each pack's resolved delta bases. dulwich's default is git's
 #: ``core.deltaBaseCacheLimit``, 96 MiB a pack, sized for one command's run; the language server reads blobs
-#: for hovers and HEAD's definitions for hours. On git/git, building HEAD's definitions (1,006 files) left the
-#: server's heap 29.4 MB larger with the default, 23.4 MB with 8 MiB, in the same 1.6 s.
+#: for hours. On git/git, building HEAD's definitions (1,006 files) left the server's heap 29.4 MB larger with
+#: the default, 23.4 MB with 8 MiB, in the same 1.6 s.
 SERVING_DELTA_CACHE = 8 << 20
 
 
 def bound_delta_cache(repo: Repo, limit: int = SERVING_DELTA_CACHE) -> None:
     """Cap dulwich's delta-base cache for packs opened from now on at ``limit`` bytes, unless the repository's
-    own ``core.deltaBaseCacheLimit`` set one (then it is the user's choice)."""
+    own ``core.deltaBaseCacheLimit`` set one (then it is the user's choice; 0, which dulwich reads as unset, is
+    capped too)."""
     store = repo.object_store
-    if hasattr(store, "delta_base_cache_limit") and store.delta_base_cache_limit is None:
+    if hasattr(store, "delta_base_cache_limit") and not store.delta_base_cache_limit:
         store.delta_base_cache_limit = limit
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .store import COMPACT_PENDING
+from .store import COMPACT_PENDING, bump_counter
 
 DDL = "CREATE TABLE IF NOT EXISTS message_vectors (sha TEXT PRIMARY KEY, vec BLOB NOT NULL);"
 RECIPE_KEY = "message_vectors_recipe"
@@ -37,6 +37,10 @@ RECIPE = "subject+body/2000/i8"
 #: The recipe before: the same text and model, float16 rows; :func:`check_recipe` re-encodes them in place.
 RECODABLE = "subject+body/2000/f16"
 RECODE_CHUNK = 4096
+#: A counter in ``state`` every writer bumps when it deletes or rewrites rows (not when it only adds them): with
+#: the row count and largest rowid it tells a reader holding the vectors whether reading the added rows alone
+#: is enough (SQLite hands a deleted top row's rowid out again, so the count and rowid alone cannot tell).
+GENERATION_KEY = "message_vectors_generation"
 MAX_CHARS = 2000
 
 
@@ -95,6 +99,7 @@ def check_recipe(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM message_vectors")
         if had_rows:
             db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, '1')", (COMPACT_PENDING,))
+            bump_counter(db, GENERATION_KEY)
         db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", (RECIPE_KEY, RECIPE))
     except BaseException:
         db.execute("ROLLBACK")
@@ -127,12 +132,15 @@ def clear(tx: sqlite3.Connection) -> None:
     try:
         tx.execute("DELETE FROM message_vectors")
     except sqlite3.OperationalError:
-        pass
+        return
+    bump_counter(tx, GENERATION_KEY)
 
 
 def purge_orphans(tx: sqlite3.Connection) -> int:
     """Delete the rows of commits that are no longer indexed (purged branches, rewritten history)."""
     cur = tx.execute("DELETE FROM message_vectors WHERE sha NOT IN (SELECT sha FROM commits WHERE state='indexed')")
+    if cur.rowcount:
+        bump_counter(tx, GENERATION_KEY)
     return int(cur.rowcount or 0)
 
 
@@ -149,43 +157,59 @@ def pending(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
 
 
 def put(tx: sqlite3.Connection, rows: Iterable[tuple[str, bytes]]) -> None:
-    tx.executemany("INSERT OR REPLACE INTO message_vectors(sha, vec) VALUES (?, ?)", list(rows))
+    """Store each commit's vector (inside the caller's transaction); one that replaces a stored row counts as a
+    rewrite (:data:`GENERATION_KEY`)."""
+    rows = list(rows)
+    for i in range(0, len(rows), 500):
+        shas = [sha for sha, _vec in rows[i : i + 500]]
+        sql = f"SELECT EXISTS (SELECT 1 FROM message_vectors WHERE sha IN ({','.join('?' * len(shas))}))"
+        if tx.execute(sql, shas).fetchone()[0]:
+            bump_counter(tx, GENERATION_KEY)
+            break
+    tx.executemany("INSERT OR REPLACE INTO message_vectors(sha, vec) VALUES (?, ?)", rows)
 
 
-def version(db: sqlite3.Connection) -> tuple[int, int] | None:
-    """(row count, largest rowid): changes whenever rows are added or deleted; None without the table."""
+def version(db: sqlite3.Connection) -> tuple[int, int, str] | None:
+    """(row count, largest rowid, rewrites: :data:`GENERATION_KEY`), read in one statement: changes whenever
+    rows are added, deleted or rewritten; None without the table. :func:`only_added` says whether rows were
+    only added between two of them."""
     try:
-        row = db.execute("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM message_vectors").fetchone()
+        row = db.execute(
+            "SELECT COUNT(*), COALESCE(MAX(rowid), 0), (SELECT value FROM state WHERE key=?) FROM message_vectors",
+            (GENERATION_KEY,),
+        ).fetchone()
     except sqlite3.OperationalError:
         return None
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), str(row[2] or "0")
+
+
+def only_added(before: tuple[int, int, str], now: tuple[int, int, str]) -> bool:
+    """Whether the table of ``now`` may be the one of ``before`` with rows added after its largest rowid (no row
+    deleted or rewritten since); the reader confirms it with the count of the rows it then reads."""
+    return before[2] == now[2] and now[0] > before[0] and now[1] > before[1]
 
 
 def read_directions(db: sqlite3.Connection, dim: int, after: int = 0) -> tuple[list[str], np.ndarray, int]:
-    """The indexed commits' message vectors as directions, of the rows after rowid ``after`` (all by default):
-    (shas sorted, ``[n, dim]`` rows in that order, how many rows of the table are after ``after``, indexed or
-    not). The rows are the stored int8 codes without their scales (the lane compares directions only, and a
-    scale does not turn one): 23 MB for git/git's 60,642 commits, where float32 vectors took 93 MB of the language
-    server's heap. While an older index still holds float16 rows (until its next dense run re-encodes them) the
-    rows are float32 vectors. Read :data:`RECODE_CHUNK` rows at a time, so the blobs of a whole history are
-    never in memory at once."""
+    """The message vectors of the rows after rowid ``after`` (all by default) as directions: (shas sorted,
+    ``[n, dim]`` rows in that order, n). The rows are the stored int8 codes without their scales (the lane
+    compares directions only, and a scale does not turn one): 23 MB for git/git's 60,645 commits, where float32
+    vectors took 93 MB of the language server's heap. While an older index still holds float16 rows (until its
+    next dense run re-encodes them) the rows are float32 vectors. Read :data:`RECODE_CHUNK` rows at a time, so
+    the blobs of a whole history are never in memory at once.
+
+    Every row is read, a purged commit's too until the dense phase deletes it (:func:`purge_orphans`): what is
+    read is then the table's contents alone, which :func:`version` tracks (a commit's state changing does not
+    change it), and a purged commit has no hunks left for the lane to show."""
     try:
-        cursor = db.execute(
-            "SELECT m.sha, m.vec, c.state='indexed' FROM message_vectors m LEFT JOIN commits c ON c.sha=m.sha"
-            " WHERE m.rowid > ? ORDER BY m.sha",
-            (after,),
-        )
+        cursor = db.execute("SELECT sha, vec FROM message_vectors WHERE rowid > ? ORDER BY sha", (after,))
     except sqlite3.OperationalError:  # an index from before message vectors
         return [], np.zeros((0, dim), dtype=np.int8), 0
     shas: list[str] = []
     parts: list[np.ndarray] = []
-    seen = 0
     while rows := cursor.fetchmany(RECODE_CHUNK):
-        seen += len(rows)
-        kept = [r for r in rows if r[2]]  # a purged commit's row is never read (its run deletes it)
-        shas.extend(r[0] for r in kept)
-        parts.append(_directions([bytes(r[1]) for r in kept], dim))
-    return shas, _stack(parts, dim), seen
+        shas.extend(r[0] for r in rows)
+        parts.append(_directions([bytes(r[1]) for r in rows], dim))
+    return shas, _stack(parts, dim), len(shas)
 
 
 def _stack(parts: Sequence[np.ndarray], dim: int) -> np.ndarray:

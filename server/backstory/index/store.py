@@ -213,6 +213,21 @@ class Store:
             raise
         db.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Reads that must see one state of the catalogue (a version and the rows it stands for): one read
+        transaction, or the caller's when it is in one already. Writers (other processes) go on meanwhile."""
+        db = self.db
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")
+
     def compact(self) -> bool:
         """Rewrite the catalogue without the space left free inside its pages (SQLite's ``VACUUM``), for a change
         that shrank many rows at once: SQLite reuses freed pages, not the free bytes of pages still in use.
@@ -236,11 +251,7 @@ class Store:
 
     def bump_state(self, db: sqlite3.Connection, key: str) -> None:
         """Add one to a counter in ``state`` (inside the caller's transaction): readers key caches on it."""
-        db.execute(
-            "INSERT INTO state(key, value) VALUES (?, '1')"
-            " ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
-            (key,),
-        )
+        bump_counter(db, key)
 
     def packer(self, train: bool = False) -> packing.Packer:
         """A :class:`packing.Packer` with the catalogue's dictionaries; ``train``: first train those the
@@ -374,3 +385,12 @@ def store_for(repo: Repo, index_dir: str | os.PathLike[str] | None = None) -> St
     if index_dir is not None:
         return Store(Path(index_dir))
     return Store(Path(repo.controldir()) / "backstory")
+
+
+def bump_counter(db: sqlite3.Connection, key: str) -> None:
+    """:meth:`Store.bump_state` for writers holding only the connection (inside their transaction)."""
+    db.execute(
+        "INSERT INTO state(key, value) VALUES (?, '1')"
+        " ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+        (key,),
+    )

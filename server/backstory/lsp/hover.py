@@ -99,7 +99,7 @@ def _model(ls: BackstoryServer, state: RepoState, rel: str, d: symbols.Definitio
 def _frozen(model: dict[str, Any]) -> bytes:
     """A hover's model as the cache keeps it: compressed JSON. Why: a model is ~39 KB as Python objects on git/git
     (its related commits carry their hunks and reasons), and the cache holds up to :data:`HOVER_CACHE_SIZE` of
-    them, prewarmed for every opened document: 160 MB at the cap, ~7 KB a model compressed. A hit decodes it
+    them, prewarmed for every opened document: 160 MB at the cap, ~6 KB a model compressed. A hit decodes it
     again (well under a millisecond); the model is JSON to begin with (``backstory.hoverInfo`` sends it)."""
     return zlib.compress(json.dumps(model, separators=(",", ":")).encode("utf-8"), 1)
 
