@@ -7,8 +7,8 @@ ranked as well as the whole file-unit dense lane (docs/ranking-natural-questions
 
 Why in the catalogue and not in a second usearch file: a row holds the vector *and* says the commit is done, so
 crash safety is free (a batch's rows are one transaction; a killed run leaves whole rows or none, and the next
-run embeds the rest), a purged commit's row is deleted with SQL (and a row whose commit is gone is never read:
-readers join on indexed commits), and there is no second file to stamp, check and repair. There is one vector
+run embeds the rest), a purged commit's row is deleted with SQL (until then the lane may score it, but its
+commit has no hunks left to show), and there is no second file to stamp, check and repair. There is one vector
 per commit, not per file, so the search side reads them all (int8 codes and a scale, 388 bytes each at 384
 dimensions: 0.8 MB for 2,000 commits; float16 until the seventeenth pass of docs/large-histories.md, which ranked
 the same to four places) and scores them exactly, once per index state
