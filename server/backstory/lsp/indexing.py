@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ..history.repo import HistoryError
+from ..index import memory
 from ..index.build import BuildOptions, IndexReport
 from ..index.progress import PHASES
 from ..index.store import IndexBusy, RebuildNeeded, StoreError
@@ -138,6 +139,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         if token is not None:
             ls.work_done_progress.tokens.pop(token, None)  # pygls keeps every token's future otherwise
         state.hover_cache.clear()
+        memory.release()  # a run's churn (matrices re-read, graphs rebuilt, caches refilled) leaves free heap pages
         ls.send_status(state)
         if state.status.get("state") == "ready" and not ls.closing:
             for listener in ls.index_listeners:
