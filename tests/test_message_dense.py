@@ -239,12 +239,16 @@ def test_a_model_change_or_a_purged_commit_drops_message_vectors(tmp_path, embed
 
 def test_grown_merges_new_rows_where_a_sorted_read_puts_them() -> None:
     old_keys, new_keys = ["b", "d", "f"], ["a", "c", "e", "g"]
-    old = np.array([[2, 0], [4, 0], [6, 0]], dtype=np.int8)
+    old = Directions(np.array([[2, 0], [4, 0], [6, 0]], dtype=np.int8))
     new = np.array([[1, 0], [3, 0], [5, 0], [7, 0]], dtype=np.int8)
-    keys, rows = grown(old_keys, old, new_keys, new)
-    assert keys == list("abcdefg") and rows.dtype == np.int8 and rows[:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7]
-    keys, rows = grown(old_keys, old, ["c"], np.array([[0.5, 0.25]], dtype=np.float32))  # a float16-era row
-    assert keys == ["b", "c", "d", "f"] and rows.dtype == np.float32 and rows[1].tolist() == [0.5, 0.25]
+    keys, merged = grown(old_keys, old, new_keys, new)
+    assert (
+        keys == list("abcdefg") and merged.rows.dtype == np.int8 and merged.rows[:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    )
+    np.testing.assert_array_equal(merged.inverse_norms, Directions(merged.rows).inverse_norms)  # carried, not redone
+    keys, merged = grown(old_keys, old, ["c"], np.array([[0.5, 0.25]], dtype=np.float32))  # a float16-era row
+    assert keys == ["b", "c", "d", "f"] and merged.rows.dtype == np.float32 and merged.rows[1].tolist() == [0.5, 0.25]
+    np.testing.assert_allclose(merged.inverse_norms, Directions(merged.rows).inverse_norms)
     assert grown(old_keys, old, [], np.zeros((0, 2), dtype=np.int8)) == (old_keys, old)
 
 
@@ -312,6 +316,7 @@ def test_the_held_vectors_are_always_those_a_whole_read_gives(tmp_path, embedder
         want, rows, _n = message_vectors.read_directions(db, 384)
         assert held == want and len(set(held)) == len(held)
         np.testing.assert_array_equal(vectors.rows, rows)
+        np.testing.assert_array_equal(vectors.inverse_norms, Directions(rows).inverse_norms)
 
     def vec(seed: int) -> bytes:
         return message_vectors.encode(np.random.default_rng(seed).normal(size=384).astype(np.float32))

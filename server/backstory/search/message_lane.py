@@ -133,21 +133,25 @@ class MessageLane:
                 if old is not None and old[2].rows.dtype == np.int8 and message_vectors.only_added(old[0][1], version):
                     new_shas, new_rows, seen = message_vectors.read_directions(db, dim, after=old[0][1][1])
                     if version[0] == old[0][1][0] + seen and new_rows.dtype == np.int8:
-                        merged = grown(old[1], old[2].rows, new_shas, new_rows)
+                        merged = grown(old[1], old[2], new_shas, new_rows)
                 del old
-                shas, rows = merged or message_vectors.read_directions(db, dim)[:2]
-                cached = ((db_version, version), shas, Directions(rows))
+                if merged is None:
+                    shas, rows, _n = message_vectors.read_directions(db, dim)
+                    merged = shas, Directions(rows)
+                cached = ((db_version, version), *merged)
         self._messages = ((db_version, version), cached[1], cached[2])
         return cached[1], cached[2]
 
 
-def grown(shas: list[str], rows: np.ndarray, new_shas: list[str], new_rows: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """``shas``/``rows`` (sorted by sha) with the added ones (sorted too) merged in, in the order a whole read
+def grown(shas: list[str], held: Directions, new_shas: list[str], new_rows: np.ndarray) -> tuple[list[str], Directions]:
+    """``shas``/``held`` (sorted by sha) with the added ones (sorted too) merged in, in the order a whole read
     gives: the layout, and so every float the cosines round, does not depend on when a server read the table.
-    Each new row goes in by bisection (git/git: 256 rows into 60,642 in a few milliseconds)."""
+    Each new row goes in by bisection, its inverse length beside it (git/git: 256 rows into 60,645 in a few
+    milliseconds; only the new rows' lengths are computed)."""
     if not new_shas:
-        return shas, rows
-    kind = np.int8 if rows.dtype == new_rows.dtype == np.int8 else np.float32
+        return shas, held
+    added = Directions(new_rows)
+    kind = np.int8 if held.rows.dtype == new_rows.dtype == np.int8 else np.float32
     at = [bisect.bisect_left(shas, key) for key in new_shas]
     merged: list[str] = []
     start = 0
@@ -156,27 +160,28 @@ def grown(shas: list[str], rows: np.ndarray, new_shas: list[str], new_rows: np.n
         merged.append(key)
         start = position
     merged += shas[start:]
-    return merged, np.insert(rows.astype(kind, copy=False), at, new_rows.astype(kind, copy=False), axis=0)
+    rows = np.insert(held.rows.astype(kind, copy=False), at, new_rows.astype(kind, copy=False), axis=0)
+    return merged, Directions(rows, np.insert(held.inverse_norms, at, added.inverse_norms))
 
 
 class Directions:
     """Vectors held for their directions: ``rows`` (``[n, dim]``, int8 codes or float32) and each row's inverse
     length, so a query's cosines are the rows times the query, scaled. Why not float32 unit vectors: on git/git
-    they were 93 MB of the language server's heap for 60,642 commits, the codes are 23 MB; the codes are widened
+    they were 93 MB of the language server's heap for 60,645 commits, the codes are 23 MB; the codes are widened
     to float32 :data:`CHUNK` rows at a time (the top 100 in 2.5 ms a query there, against 1.9 ms from float32
     columns)."""
 
     CHUNK = 2048
 
-    def __init__(self, rows: np.ndarray) -> None:
+    def __init__(self, rows: np.ndarray, inverse_norms: np.ndarray | None = None) -> None:
+        """``inverse_norms``: the rows' inverse lengths when known (:func:`grown`), else computed here."""
         self.rows = rows
-        norms = np.zeros(len(rows), dtype=np.float32)
-        for i, chunk in self._chunks():
-            norms[i : i + len(chunk)] = np.linalg.norm(chunk, axis=1)
-        self.inverse_norms = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
-
-    def __len__(self) -> int:
-        return len(self.rows)
+        if inverse_norms is None:
+            norms = np.zeros(len(rows), dtype=np.float32)
+            for i, chunk in self._chunks():
+                norms[i : i + len(chunk)] = np.linalg.norm(chunk, axis=1)
+            inverse_norms = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
+        self.inverse_norms = inverse_norms
 
     def _chunks(self, rows: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, float32 rows) of ``rows`` (default all), :data:`CHUNK` rows at a time."""
