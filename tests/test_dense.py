@@ -22,6 +22,7 @@ from backstory.index.build import BuildOptions, index_repository, store_for
 from backstory.index.dense_build import embed_pending
 from backstory.index.text_index import Filters
 from backstory.models import Embedder, resolve_model
+from backstory.search import dense as dense_module
 from backstory.search import learned
 from backstory.search.engine import Engine
 from backstory.search.features import FEATURES
@@ -434,6 +435,31 @@ def test_dense_commit_score_is_the_centroid_of_its_files(tmp_path, embedder) -> 
     # products differently from numpy by up to ~2e-5; the two modes differ by far more (above)
     assert previous[mixed] == pytest.approx(best_file, abs=1e-4)
     assert previous[single] == pytest.approx(fused[single], abs=1e-5)  # one file: both scores agree
+
+
+def test_centroids_kept_between_searches_are_bounded_and_change_no_score(tmp_path, embedder, monkeypatch) -> None:
+    repo = GitRepo(tmp_path / "bounded")
+    for i in range(6):
+        repo.commit(f"Change {i}", {f"jobs/job{i}.py": f"def job{i}(retries):\n    return retries * {i}\n",
+                                     f"docs/job{i}.md": f"Job {i} retries with a delay\n"})  # fmt: skip
+    index_repository(repo.path, options=BuildOptions(no_messages=True))
+    store = store_for(open_repo(repo.path))
+    with store.write_lock():
+        embed_pending(store, embedder)
+    opts = SearchOptions(lanes=("dense",), rerank=False, recency_weight=0.0, weights={"dense": 1.0})
+    queries = ["retry a job with a delay", "documentation of the jobs", "multiply retries"]
+
+    def scores(engine: Engine) -> list[list[tuple[str, float]]]:
+        return [[(r["commit"]["sha"], r["why"]["fused"]) for r in engine.search(q, opts)["results"]] for q in queries]
+
+    unbounded = _engine(repo.path, embedder, reranker="none")
+    expected = scores(unbounded)
+    assert len(unbounded.dense._centroids_of) == 6
+    monkeypatch.setattr(dense_module, "CENTROID_CACHE", 2)
+    bounded = _engine(repo.path, embedder, reranker="none")
+    assert scores(bounded) == expected  # every search computes most centroids again, to the same bits
+    assert scores(bounded) == expected
+    assert len(bounded.dense._centroids_of) == 2
 
 
 def test_float32_vector_file_is_stored_as_float16_once_as_a_fresh_build_would(tmp_path, embedder, monkeypatch) -> None:

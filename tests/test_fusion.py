@@ -180,6 +180,16 @@ def test_centroid_scores_average_unit_file_vectors() -> None:
     assert list(scores) == sorted(scores)
 
 
+def test_a_centroid_is_the_same_to_the_bit_alone_or_among_others() -> None:
+    # the search keeps only recently used centroids: one computed again must not move a score
+    vectors = np.random.default_rng(7).standard_normal((40, 384)).astype(np.float32)
+    rows_of = {f"c{i:02d}": list(range(i, min(i + 1 + i % 5, 40))) for i in range(40)}
+    together = commit_centroids(rows_of, vectors)
+    for sha, rows in rows_of.items():
+        alone = commit_centroids({sha: rows}, vectors)[sha]
+        assert alone.tobytes() == together[sha].tobytes()
+
+
 def test_best_scores_takes_each_groups_first_member() -> None:
     assert best_scores([(1, 5.0), (2, 4.0), (3, 3.0)], lambda u: u % 2) == {1: 5.0, 0: 4.0}
 
