@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from backstory.lsp.constants import PROGRESS_TITLE
+from backstory.lsp.server import IDLE_SECONDS
 
 from .conftest import BackstoryClient, cmd, open_document, status, until, wait_runs, write_lock
 
@@ -43,6 +45,13 @@ async def test_status_reports_the_index_and_the_server(client: BackstoryClient, 
     assert (await status(client, {"uri": uri}))["index"]["indexed_commits"] == len(shas)
     elsewhere = await status(client, {"uri": tmp_path.as_uri()})
     assert elsewhere["state"] == "no-repo"
+
+
+async def test_free_heap_is_given_back_once_the_client_goes_quiet(client: BackstoryClient) -> None:
+    before = (await status(client))["server"]["heap_releases"]
+    await cmd(client, "backstory.search", {"query": "retry the poll"})
+    await asyncio.sleep(IDLE_SECONDS * 2.5)  # quiet for longer than the server waits, and its next look
+    assert (await status(client))["server"]["heap_releases"] > before
 
 
 async def test_reindex_when_idle_runs_a_pass_with_progress(client: BackstoryClient) -> None:

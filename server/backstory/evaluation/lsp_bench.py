@@ -26,6 +26,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from .. import symbols
+from ..lsp.server import IDLE_SECONDS
 from .bench import emit, sample_queries
 from .procs import proc_kb, rss_by_mapping, tree_pids
 
@@ -217,6 +218,9 @@ async def run(
     if pid:  # the part of it that is the server's own heap, not index files' pages mapped in (Tantivy's mmap)
         res["server_rss_anon_mb"] = _rss_mb(pid, "RssAnon")
         res["server_rss_by_mapping_mb"] = rss_by_mapping(pid)
+        await asyncio.sleep(IDLE_SECONDS * 2.5)  # quiet: the server gives its free heap back (lsp.server)
+        res["server_rss_quiet_mb"] = _rss_mb(pid)
+        res["server_rss_quiet_anon_mb"] = _rss_mb(pid, "RssAnon")
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()

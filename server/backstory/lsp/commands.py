@@ -303,6 +303,7 @@ async def status(ls: BackstoryServer, *args: Any) -> Any:
         "hovers_cached": len(state.hover_cache),
         "definitions_ready": hover_feature.definitions_ready(state),
         "requests_in_flight": ls.protocol.in_flight(),
+        "heap_releases": ls.heap_releases,
     }
     return {**detail, "server": server}
 

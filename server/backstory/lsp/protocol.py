@@ -28,6 +28,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Awaitable, Generator
 from concurrent.futures import Future
 from functools import partial
@@ -87,6 +88,8 @@ class BackstoryProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initialize_seen = False
+        self.messages = 0  # messages read from the client, and when the last one came (see server._heap_when_idle)
+        self.last_message = time.monotonic()
 
     # -- futures ------------------------------------------------------------------------------------------
 
@@ -139,6 +142,8 @@ class BackstoryProtocol(LanguageServerProtocol):
     def accept(self, body: bytes) -> bool:
         """Handle one framed message; a request always gets a response. False when ``body`` is not JSON (the
         caller decides how to answer: the frame may have been cut wrong)."""
+        self.messages += 1
+        self.last_message = time.monotonic()
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
