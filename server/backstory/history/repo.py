@@ -94,8 +94,9 @@ class _Repo(Repo):
 #: What a long-lived reader lets dulwich keep of each pack's resolved delta bases. dulwich's default is git's
 #: ``core.deltaBaseCacheLimit``, 96 MiB a pack, sized for one command's run; the language server reads blobs
 #: for hours. On git/git, building HEAD's definitions (1,006 files) left the server's heap 29.4 MB larger with
-#: the default, 23.4 MB with 8 MiB, in the same 1.6 s.
-SERVING_DELTA_CACHE = 8 << 20
+#: the default, 23.4 MB with 8 MiB, in the same 1.6 s; 16.6 / 10.9 MB traced with 8 / 2 MiB, in the same 4.1-4.2 s
+#: on a slower day (HEAD's blobs are the packs' bases: their chains are short).
+SERVING_DELTA_CACHE = 2 << 20
 
 
 def bound_delta_cache(repo: Repo, limit: int = SERVING_DELTA_CACHE) -> None:

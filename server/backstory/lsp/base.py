@@ -36,7 +36,7 @@ class BackstoryServer(LanguageServer):
         self._reported: set[str] = set()
         self._background: list[asyncio.Task[None]] = []
         self.closing = False  # after shutdown/exit nothing may be written: the client stopped reading
-        self.heap_releases = 0  # free heap given back after the client went quiet (server._heap_when_idle)
+        self.heap_releases = 0  # free heap given back after the client went quiet (server._give_heap_back)
         # called on the event loop after a repository's indexing run ends ready (hover prewarms its documents)
         self.index_listeners: list[IndexListener] = []
 

@@ -88,7 +88,7 @@ class BackstoryProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initialize_seen = False
-        self.messages = 0  # messages read from the client, and when the last one came (see server._heap_when_idle)
+        self.messages = 0  # messages read from the client, and when the last one came (see server._give_heap_back)
         self.last_message = time.monotonic()
 
     # -- futures ------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ async def on_initialized(ls: BackstoryServer, _params: types.InitializedParams) 
     for uri in uris:
         add_folder(ls, uri)
     ls._background.append(asyncio.ensure_future(watch_heads(ls)))
-    ls._background.append(asyncio.ensure_future(_heap_when_idle(ls)))
+    ls._background.append(asyncio.ensure_future(_give_heap_back(ls)))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -111,22 +111,26 @@ async def _watch_parent(ls: BackstoryServer, pid: int) -> None:
 
 
 #: Seconds without a client message, and none of its requests running, after which the server gives back the
-#: heap pages its requests freed (once per burst of requests).
+#: heap pages its requests freed (once per burst of requests) ...
 IDLE_SECONDS = 2.0
+#: ... and at most this often while requests keep coming (hovers as a reader moves leave no quiet 2 s).
+BUSY_SECONDS = 30.0
 
 
-async def _heap_when_idle(ls: BackstoryServer) -> None:
-    """Give free heap pages back to the system once the client goes quiet (:func:`memory.release`, a few ms on a
-    worker thread). glibc keeps what a burst of searches and hovers freed for its next requests: on git/git after
-    lsp_bench's 900 requests its heaps held 39 MB free, 20 MB of them whole pages the system got back. Not after
-    every request: trimming and faulting the pages in again cost each search 10-15 ms (eighteenth pass)."""
+async def _give_heap_back(ls: BackstoryServer) -> None:
+    """Give free heap pages back to the system once the client goes quiet, and every :data:`BUSY_SECONDS` while it
+    does not (:func:`memory.release`, a few ms on a worker thread). glibc keeps what a burst of searches and
+    hovers freed for its next requests: on git/git after lsp_bench's 900 requests its heaps held 39 MB free, 20 MB
+    of them whole pages the system got back. Not after every request: trimming and faulting the pages in again
+    cost each search 10-15 ms (eighteenth pass)."""
     protocol = ls.protocol
-    done = -1  # the message count at the last release
+    done, last = -1, time.monotonic()  # the message count and the time at the last release
     while not ls.closing:
         await asyncio.sleep(IDLE_SECONDS / 2)
-        quiet = time.monotonic() - protocol.last_message >= IDLE_SECONDS
-        if quiet and protocol.messages != done and protocol.in_flight() == 0:
-            done = protocol.messages
+        now = time.monotonic()
+        quiet = now - protocol.last_message >= IDLE_SECONDS and protocol.in_flight() == 0
+        if protocol.messages != done and (quiet or now - last >= BUSY_SECONDS):
+            done, last = protocol.messages, now
             await asyncio.to_thread(memory.release)
             ls.heap_releases += 1
 

@@ -267,7 +267,7 @@ class Engine:
     def topology(self, head: str) -> tuple[dict[str, list[str]], list[str]]:
         """Parents of indexed commits and a child-before-parent order from ``head`` (cached per head and index)."""
         with self._lock, reading_catalogue():
-            parents, order, _reach, _new = self.graph.of(head, self._generation)
+            parents, order, _new = self.graph.of(head, self._generation)
             return parents, order
 
     def indexed_merges(self) -> set[str]:

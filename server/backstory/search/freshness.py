@@ -83,7 +83,7 @@ class Freshness:
         allowed, behind = indexed_reachable(self.store, self.repo, head)
         count = None
         if allowed is None and holds_branches(self.store):  # other branches are indexed too: HEAD's history only
-            _parents, _order, allowed, new = self.topology.of(head, generation)
+            allowed, new = self.topology.reach(head, generation)
             count = len(allowed) - new
         if self.catalog.commit_state(head) == "indexed":
             last: str | None = head

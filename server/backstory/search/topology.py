@@ -8,6 +8,7 @@ asks it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dulwich.repo import Repo
@@ -21,6 +22,15 @@ if TYPE_CHECKING:
     from .options import SearchOptions
 
 
+@dataclass
+class _Tip:
+    """A tip's child-before-parent order, how many of its commits are not indexed, and the order as a set."""
+
+    order: list[str]
+    new: int
+    reach: set[str] | None = None
+
+
 class Topology:
     def __init__(self, store: Store, repo: Repo, catalog: Catalog) -> None:
         self.store = store
@@ -28,15 +38,15 @@ class Topology:
         self.catalog = catalog
         # (index state, parents of indexed commits, tip -> its topology): one tuple, replaced whole, so that a
         # thread still ordering the graph it read cannot file that order under a newer state
-        self._graph: tuple[Any, dict[str, list[str]], dict[str, tuple[list[str], set[str], int]]] | None = None
+        self._graph: tuple[Any, dict[str, list[str]], dict[str, _Tip]] | None = None
         self._merges: tuple[Any, set[str]] | None = None
 
-    def of(self, tip: str, generation: str | None) -> tuple[dict[str, list[str]], list[str], set[str], int]:
-        """(parents, child-before-parent order from ``tip``, the same as a set, how many of them are not
-        indexed): cached per tip while the index does not change (``generation``: the index's, as the engine
-        last read it from the manifest). A run sets ``indexed_at`` when it starts and ends, and bumps
-        :data:`GRAPH_CHANGED` with every batch it marks indexed and every purge, so a graph read while its
-        keyword lanes write (a symbol history asked then) does not stand in for the whole history later."""
+    def of(self, tip: str, generation: str | None) -> tuple[dict[str, list[str]], list[str], int]:
+        """(parents, child-before-parent order from ``tip``, how many of them are not indexed): cached per tip
+        while the index does not change (``generation``: the index's, as the engine last read it from the
+        manifest). A run sets ``indexed_at`` when it starts and ends, and bumps :data:`GRAPH_CHANGED` with every
+        batch it marks indexed and every purge, so a graph read while its keyword lanes write (a symbol history
+        asked then) does not stand in for the whole history later."""
         key = (self.store.get_state("indexed_at"), self.store.get_state(GRAPH_CHANGED), generation)
         graph = self._graph
         if graph is None or graph[0] != key:
@@ -52,8 +62,20 @@ class Topology:
             order = topo_order(tip, parents)
             if len(orders) >= 4:
                 orders.pop(next(iter(orders), ""), None)
-            cached = orders[tip] = (order, set(order), new)
-        return parents, cached[0], cached[1], cached[2]
+            cached = orders[tip] = _Tip(order, new)
+        return parents, cached.order, cached.new
+
+    def reach(self, tip: str, generation: str | None) -> tuple[set[str], int]:
+        """(the commits of :meth:`of`'s order as a set, how many of them are not indexed), made when first asked:
+        exact history walks the order alone, and HEAD's set is 4 MB on git/git."""
+        _parents, order, new = self.of(tip, generation)
+        graph = self._graph
+        held = graph[2].get(tip) if graph is not None else None
+        if held is None or held.order is not order:  # the index changed meanwhile: this caller's order only
+            return set(order), new
+        if held.reach is None:
+            held.reach = set(order)
+        return held.reach, new
 
     def merges(self, generation: str | None) -> set[str]:
         """Merges whose changed paths the catalogue knows (others are compared through git on the fly)."""
@@ -81,7 +103,7 @@ class Topology:
         if not opts.branch:
             return allowed
         tip = libgit.resolve_commit(libgit.of(self.repo), opts.branch)
-        _parents, _order, reach, new = self.of(tip, generation)
+        reach, new = self.reach(tip, generation)
         if new:
             meta["warnings"].append(
                 f"{new:,} commit(s) of {opts.branch} are not indexed, so they cannot be found: run "
