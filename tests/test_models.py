@@ -324,6 +324,28 @@ def test_optimized_model_batches_without_coupling_rows(optimized: Embedder, opt_
     np.testing.assert_array_equal(single.embed(mates), together)
 
 
+def test_a_session_without_prepacked_weights_gives_the_same_bits(
+    optimized: Embedder, shipped: Embedder, opt_cache: Path, tmp_path: Path
+) -> None:
+    """A search engine's embedder keeps no prepacked copy of the weights (smaller): its query vectors must be the
+    ones the indexer's prepacked session gives, to the bit, or they would not match the stored vectors."""
+    from backstory.models import SERVING_PREPACK
+
+    assert SERVING_PREPACK is False and optimized.prepack
+    serving = Embedder(optimize=True, cache_dir=opt_cache, prepack=SERVING_PREPACK)
+    texts = [*TEXTS, "Add a cache for parsed configuration files so that reloading is cheap " * 30]
+    np.testing.assert_array_equal(serving.embed(texts), optimized.embed(texts))
+    for ours, theirs in zip(serving.token_states(texts), optimized.token_states(texts), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    query, states = serving.embed_query_with_states("why do retries back off")
+    expected, expected_states = optimized.embed_query_with_states("why do retries back off")
+    np.testing.assert_array_equal(query, expected)
+    np.testing.assert_array_equal(states, expected_states)
+    # the shipped graph, which a search falls back to when the optimized one cannot be built, too
+    fallback = Embedder(optimize=False, cache_dir=tmp_path, prepack=SERVING_PREPACK)
+    np.testing.assert_array_equal(fallback.embed(texts), shipped.embed(texts))
+
+
 def test_graph_rewrite_refuses_unknown_shapes() -> None:
     """The rewrite only accepts the quantizer's own pattern; anything else is an error, not a silent change."""
     onnx = pytest.importorskip("onnx")

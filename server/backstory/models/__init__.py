@@ -5,12 +5,14 @@ nothing is ever downloaded. See :func:`resolve_model` for where a model is looke
 for vectors, and :func:`load_reranker` for the second stage.
 """
 
+from ._runtime import SERVING_PREPACK
 from .embedder import Embedder
 from .errors import ModelUnavailable
 from .files import ModelFiles, default_cache_dir, resolve_model
 from .rerank import CrossEncoderReranker, MaxSimReranker, Reranker, load_reranker
 
 __all__ = [
+    "SERVING_PREPACK",
     "CrossEncoderReranker",
     "Embedder",
     "MaxSimReranker",

@@ -83,7 +83,10 @@ class Embedder:
         optimize: bool = True,
         cache_dir: Path | None = None,
         sort_by_length: bool = True,
+        prepack: bool = True,
     ) -> None:
+        """``prepack``: let onnxruntime re-lay the optimized graph's weights out for speed (see
+        ``_runtime.SERVING_PREPACK``); any other graph always does, see :meth:`_open`."""
         if not 4 <= max_tokens <= MAX_POSITIONS:
             raise ValueError(f"max_tokens must be within 4..{MAX_POSITIONS}, got {max_tokens}")
         if batch_size < 1 or threads < 1:
@@ -94,6 +97,7 @@ class Embedder:
         self.threads = threads
         self.optimize = optimize
         self.sort_by_length = sort_by_length
+        self.prepack = prepack
         self._files = files
         self._cache_dir = cache_dir
         self._lock = threading.RLock()
@@ -263,14 +267,16 @@ class Embedder:
                 log.warning("optimized embedding model not built (%s); using %s", exc, source.onnx_path)
         if files is not source:
             try:
-                return self._open_files(files)
+                return self._open_files(files, self.prepack)
             except ModelUnavailable as exc:
                 log.warning("optimized embedding model does not load (%s); using %s", exc, source.onnx_path)
-        return self._open_files(source)
+        # other graphs keep prepacking: their float matmuls round ~1e-7 apart without it, and one model's vectors
+        # must be the same bits in the indexer and in a search (the optimized graph's integer matmuls are exact)
+        return self._open_files(source, True)
 
-    def _open_files(self, files: ModelFiles) -> _Loaded:
+    def _open_files(self, files: ModelFiles, prepack: bool) -> _Loaded:
         info = check_onnx(files.onnx_path)
-        session = _runtime.make_session(files.onnx_path, 1)  # parallel across batches, see _forward
+        session = _runtime.make_session(files.onnx_path, 1, prepack=prepack)  # parallel across batches (_forward)
         inputs = _runtime.GraphInputs.of(session, files.onnx_path)
         outputs = session.get_outputs()
         by_name = {o.name: o for o in outputs}

@@ -64,9 +64,10 @@ class DenseLane:
         with self._lock:
             if self._embedder is None and self._embedder_error is None:
                 try:
-                    from ..models import Embedder, resolve_model
+                    from ..models import SERVING_PREPACK, Embedder, resolve_model
 
-                    self._embedder = Embedder(resolve_model(self.config.model_path))
+                    # a search embeds one query at a time: the session's smaller form (see SERVING_PREPACK)
+                    self._embedder = Embedder(resolve_model(self.config.model_path), prepack=SERVING_PREPACK)
                     self._embedder.embed_query("warm up")
                 except Exception as e:  # ModelUnavailable and anything onnxruntime throws
                     self._embedder_error = f"embedding model unavailable: {e}"
