@@ -438,6 +438,13 @@ def test_merge_blocks_are_stored_at_index_time(repo: GitRepo) -> None:
         r["ops"] for r in rows
     ]
     assert len(memo) < 2 * len(rows)  # a merge's blob is looked up once for all of its parents
+    # between indexing runs the engine lets go of libgit2, whose handle keeps the pack index and pages mapped;
+    # a later merge diff opens it again
+    sha, parent, path, ops = rows[0]
+    assert engine.merge_blocks(sha, parent, path) == ops and libgit.open_repository.cache_info().currsize > 0
+    engine.release_git()
+    assert libgit.open_repository.cache_info().currsize == 0 and engine._git is None
+    assert engine.merge_blocks(sha, parent, path) == ops
 
 
 @pytest.mark.parametrize("stop_before_merges", [False, True])

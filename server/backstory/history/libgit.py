@@ -42,6 +42,14 @@ def open_repository(git_dir: str) -> pygit2.Repository:
     return pygit2.Repository(git_dir)
 
 
+def release() -> None:
+    """Forget the cached handles (:func:`open_repository` opens them again on demand). A handle keeps what it
+    read: the pack index mapped (20 MB on git/git), the pack windows its walks touched and its object cache;
+    each goes when the last user of the handle lets go of it. For long-lived processes between runs: a
+    language server's handle from one run's merge diffs otherwise held those pages for hours."""
+    open_repository.cache_clear()
+
+
 @functools.cache
 def _settings() -> None:
     """libgit2's process-wide memory settings. Trees of any size are cached: by default none over 4 KiB is, and

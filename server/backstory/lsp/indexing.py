@@ -65,10 +65,16 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
     loop = asyncio.get_running_loop()
     token = await _create_progress(ls)
     last = [0.0]
+    git_released = [False]
 
     def progress(phase: str, done: int, total: int) -> None:
         if phase != "history" and state.status.get("phase") == "history":
             state.hover_cache.clear()  # history is complete: hovers may now show the new commits
+        if phase in ("dense", "messages") and not git_released[0]:
+            # the merges' blocks are stored (their phase comes before): exact history reads them from the catalogue,
+            # and the libgit2 handle its hovers diffed through held ~40 MB for the rest of the run (git/git)
+            git_released[0] = True
+            state.engine.release_git()
         now = time.monotonic()
         if done < total and done > 0 and now - last[0] < REPORT_EVERY:
             return
@@ -139,6 +145,7 @@ async def _run(ls: BackstoryServer, state: RepoState, rebuild: bool, previous: a
         if token is not None:
             ls.work_done_progress.tokens.pop(token, None)  # pygls keeps every token's future otherwise
         state.hover_cache.clear()
+        state.engine.release_git()  # libgit2's mapped pack index and pages, kept otherwise until the server exits
         memory.release()  # a run's churn (matrices re-read, graphs rebuilt, caches refilled) leaves free heap pages
         ls.send_status(state)
         if state.status.get("state") == "ready" and not ls.closing:

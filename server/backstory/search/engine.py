@@ -248,6 +248,16 @@ class Engine:
             ops = self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path, self._blobs)
         return ops  # the local: another thread may replace the memo meanwhile
 
+    def release_git(self) -> None:
+        """Let go of libgit2 (the merge diffs' handle and memo, and the process's cached handles) between indexing
+        runs: what a run's hovers diffed through merges is read from the catalogue after it, and a handle keeps
+        the pack index and the pack pages it touched resident (:func:`libgit.release`)."""
+        with self._lock:
+            self._merge_ops = {}
+            self._blobs = {}
+            self._git = None
+        libgit.release()
+
     def holds_branches(self) -> bool:
         """Whether the index holds every local branch's history (``backstory index --all-branches``)."""
         return holds_branches(self.store)
