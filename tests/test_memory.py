@@ -103,3 +103,23 @@ def test_the_engine_bounds_dulwichs_delta_cache_unless_the_repository_sets_one(
     caches = [pack.data._offset_cache for pack in store.packs]
     assert {c._max_size for c in caches} == {1 << 20 if configured == "1m" else SERVING_DELTA_CACHE}  # 0: unset
     engine.close()
+
+
+def test_releasing_one_repositorys_libgit2_handle_leaves_the_others(tmp_path) -> None:
+    from backstory.history import libgit, reader
+    from backstory.history.repo import open_repo
+
+    repos = []
+    for name in ("one", "two"):
+        repo = GitRepo(tmp_path / name)
+        repo.commit("Initial", {"a.py": "x = 1\n"})
+        repos.append(open_repo(repo.path))
+    one, two = repos
+    handle = libgit.of(one)
+    assert libgit.of(one) is handle and libgit.of(two) is not handle
+    state = reader.reading(one)
+    libgit.release(one)
+    reader.forget(one)
+    assert not libgit.is_open(one) and libgit.is_open(two)  # a multi-root server's other repository keeps its own
+    assert libgit.of(one) is not handle  # opened again on demand
+    assert reader.reading(one) is not state

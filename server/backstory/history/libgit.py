@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import heapq
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
@@ -34,20 +35,44 @@ PACK_WINDOW_BYTES = 64 << 20
 PACK_MAPPED_LIMIT = 160 << 20
 
 
-@functools.lru_cache(maxsize=8)
+#: Handles kept open, most recently used last (see :func:`open_repository`).
+_HANDLES: OrderedDict[str, pygit2.Repository] = OrderedDict()
+_HANDLES_LOCK = threading.Lock()
+MAX_HANDLES = 8
+
+
 def open_repository(git_dir: str) -> pygit2.Repository:
-    """The libgit2 handle of a git directory (a linked worktree's own one works too); cached per directory.
-    libgit2 rescans the object database when an id is not found, so objects written later are seen."""
+    """The libgit2 handle of a git directory (a linked worktree's own one works too); cached per directory (the
+    :data:`MAX_HANDLES` most recently used). libgit2 rescans the object database when an id is not found, so
+    objects written later are seen."""
+    with _HANDLES_LOCK:
+        found = _HANDLES.get(git_dir)
+        if found is not None:
+            _HANDLES.move_to_end(git_dir)
+            return found
     _settings()
-    return pygit2.Repository(git_dir)
+    opened = pygit2.Repository(git_dir)
+    with _HANDLES_LOCK:
+        found = _HANDLES.setdefault(git_dir, opened)  # another thread's, if it opened the same one meanwhile
+        _HANDLES.move_to_end(git_dir)
+        while len(_HANDLES) > MAX_HANDLES:
+            _HANDLES.popitem(last=False)
+    return found
 
 
-def release() -> None:
-    """Forget the cached handles (:func:`open_repository` opens them again on demand). A handle keeps what it
-    read: the pack index mapped (20 MB on git/git), the pack windows its walks touched and its object cache;
-    each goes when the last user of the handle lets go of it. For long-lived processes between runs: a
-    language server's handle from one run's merge diffs otherwise held those pages for hours."""
-    open_repository.cache_clear()
+def is_open(repo: Repo) -> bool:
+    """Whether :func:`of` holds a handle for ``repo``."""
+    with _HANDLES_LOCK:
+        return os.fspath(repo.controldir()) in _HANDLES
+
+
+def release(repo: Repo) -> None:
+    """Forget ``repo``'s cached handle (:func:`of` opens it again on demand). A handle keeps what it read: the
+    pack index mapped (20 MB on git/git), the pack windows its walks touched and its object cache; each goes
+    when the last user of the handle lets go of it. For long-lived processes between runs: a language server's
+    handle from one run's merge diffs otherwise held those pages for hours. Other repositories' handles stay."""
+    with _HANDLES_LOCK:
+        _HANDLES.pop(os.fspath(repo.controldir()), None)
 
 
 @functools.cache

@@ -50,6 +50,12 @@ def reading(repo: Repo) -> Reading:
     return state
 
 
+def forget(repo: Repo) -> None:
+    """Drop what reading ``repo`` keeps (its handle, recent blobs, trees and parsed versions: up to ~10 MB): for a
+    long-lived process between indexing runs (a language server showing a commit fills it too)."""
+    _READINGS.pop(id(repo), None)
+
+
 def _is_gitlink(mode: int | None) -> bool:
     return mode is not None and stat.S_ISDIR(mode) is False and (mode & 0o170000) == 0o160000
 

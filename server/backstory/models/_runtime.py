@@ -50,8 +50,9 @@ DISABLED_OPTIMIZERS = ["SkipLayerNormFusion", "BiasGeluFusion"]
 
 #: Whether a process that embeds queries only (a search engine, a language server) lets onnxruntime prepack the
 #: weights. Not: the bundled model's session then holds ~8 MB less (git/git's language server), its outputs are
-#: the same to the bit, and a query costs ~1 ms more (16 tokens: 1.2 → 2.1 ms; 256: 16 → 20 ms). The indexer,
-#: which embeds batches of 32 × 128 tokens, keeps it: 349 → 418-449 ms a batch without.
+#: the same to the bit, and a query costs ~1 ms more (16 tokens: 1.2 → 2.1 ms; 256: 16 → 20 ms). A run's
+#: embedding process, whose batches of 32 × 128 tokens took 349 → 418-449 ms without, keeps it; the few commits of
+#: a small update the language server indexes itself are embedded with its query session (same bits, slower).
 SERVING_PREPACK = False
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import tantivy
 
-from ..history import libgit
+from ..history import libgit, reader
 from ..history.ignore_revs import ignore_files, read_ignore_revs
 from ..history.repo import HistoryError, bound_delta_cache, head_sha, open_repo, worktree_root
 from ..index import message_index
@@ -241,22 +241,25 @@ class Engine:
                 self._merge_ops = {}
             if len(self._blobs) > 2 * MERGE_MEMO:
                 self._blobs = {}
-            if self._git is None:
-                self._git = libgit.of(self.repo)
+            git = self._git  # once: release_git may drop it from another thread meanwhile
+            if git is None:
+                git = self._git = libgit.of(self.repo)
             from ..index import merge_diffs  # the indexing stack: only exact history through a merge needs it
 
-            ops = self._merge_ops[key] = merge_diffs.merge_blocks(self._git, merge, parent, path, self._blobs)
+            ops = self._merge_ops[key] = merge_diffs.merge_blocks(git, merge, parent, path, self._blobs)
         return ops  # the local: another thread may replace the memo meanwhile
 
     def release_git(self) -> None:
-        """Let go of libgit2 (the merge diffs' handle and memo, and the process's cached handles) between indexing
-        runs: what a run's hovers diffed through merges is read from the catalogue after it, and a handle keeps
-        the pack index and the pack pages it touched resident (:func:`libgit.release`)."""
+        """Let go of libgit2 between indexing runs: the merge diffs' handle and memo (what a run's hovers diffed
+        through merges is read from the catalogue after it), this repository's cached handle, which keeps the pack
+        index and the pack pages it touched resident (:func:`libgit.release`), and what reading it keeps
+        (:func:`reader.forget`). Each is opened again on demand."""
         with self._lock:
             self._merge_ops = {}
             self._blobs = {}
             self._git = None
-        libgit.release()
+        libgit.release(self.repo)
+        reader.forget(self.repo)
 
     def holds_branches(self) -> bool:
         """Whether the index holds every local branch's history (``backstory index --all-branches``)."""
