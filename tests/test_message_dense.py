@@ -271,7 +271,7 @@ def test_rows_added_by_the_dense_phase_are_read_alone_and_merged_as_a_whole_read
     monkeypatch.setattr(message_vectors, "read_directions", counted)
 
     def whole() -> tuple[list[str], np.ndarray]:
-        found, rows, _seen = real(store.db, 384)
+        found, rows = real(store.db, 384)
         return found, rows
 
     def held() -> tuple[list[str], np.ndarray]:
@@ -313,7 +313,7 @@ def test_the_held_vectors_are_always_those_a_whole_read_gives(tmp_path, embedder
 
     def check() -> None:
         held, vectors = lane._message_matrix(384)
-        want, rows, _n = message_vectors.read_directions(db, 384)
+        want, rows = message_vectors.read_directions(db, 384)
         assert held == want and len(set(held)) == len(held)
         np.testing.assert_array_equal(vectors.rows, rows)
         np.testing.assert_array_equal(vectors.inverse_norms, Directions(rows).inverse_norms)
@@ -387,9 +387,7 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     meanwhile = engine.search(QUERY)
     assert "message_dense" in meanwhile["_meta"]["lanes"] and meanwhile["results"][0]["commit"]["sha"] == shas["wanted"]
     monkeypatch.setattr(message_vectors, "RECODE_CHUNK", 2)  # several chunks, as on a long history
-    keys, read, _seen = message_vectors.read_directions(
-        store.db, 384
-    )  # float16 rows: read as float32 vectors meanwhile
+    keys, read = message_vectors.read_directions(store.db, 384)  # float16 rows: read as float32 vectors meanwhile
     assert keys == sorted(older) and read.dtype == np.float32
     np.testing.assert_array_equal(read, [np.frombuffer(older[k], dtype="<f2") for k in keys])
     with store.write_lock():
@@ -399,7 +397,7 @@ def test_float16_rows_of_the_recipe_before_are_reencoded_in_place(tmp_path, embe
     assert after == want
     held = engine.messages._message_matrix(384)[1].rows  # the lane read the float16 rows: it reads them again
     assert held.dtype == np.int8 and (held == message_vectors.read_directions(store.db, 384)[1]).all()
-    keys, read, _seen = message_vectors.read_directions(store.db, 384)  # int8 codes now, read two rows at a time
+    keys, read = message_vectors.read_directions(store.db, 384)  # int8 codes now, read two rows at a time
     assert keys == sorted(older) and read.dtype == np.int8
     np.testing.assert_array_equal(read, [np.frombuffer(after[k][4:], dtype=np.int8) for k in keys])
     assert store.get_state(message_vectors.RECIPE_KEY) == message_vectors.RECIPE

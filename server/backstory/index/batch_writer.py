@@ -22,7 +22,7 @@ from . import commit_terms, message_index, relations, symbols_phase
 from .graph import GRAPH_CHANGED
 from .packing import Packer
 from .prepare import first_uids, hunk_docs, prepared
-from .store import Store
+from .store import Store, bump_counter
 from .symbols_phase import PENDING
 from .text_index import HunkDoc, add_docs
 from .values import pack_text
@@ -41,7 +41,7 @@ def purge(store: Store, writer: tantivy.IndexWriter, staging: symbols_phase.Stag
     shas = list(shas)
     with store.transaction() as db:  # first no longer trusted (their hunks and documents go next, in that order)
         db.executemany("UPDATE commits SET state='pending' WHERE sha=?", [(sha,) for sha in shas])
-        store.bump_state(db, GRAPH_CHANGED)  # readers' commit graphs (search/topology.py)
+        bump_counter(db, GRAPH_CHANGED)  # readers' commit graphs (search/topology.py)
     for sha in shas:
         writer.delete_documents_by_term("sha", sha)
     writer.commit()
@@ -199,7 +199,7 @@ def write_batch(
             for k, v in cd_skipped.items():
                 skipped[k] = skipped.get(k, 0) + v
         db.executemany("UPDATE commits SET state='indexed', indexed_at=?, n_hunks=?, skipped=? WHERE sha=?", marks)
-        store.bump_state(db, GRAPH_CHANGED)
+        bump_counter(db, GRAPH_CHANGED)
         if messages is not None:
             messages.mark(db)
     return Written(len(infos), n_hunks, skipped)

@@ -30,7 +30,7 @@ from ..history.trees import TreeDiffer
 from .graph import MERGES_LISTED
 from .parallel import worker_pool, workers
 from .progress import Progress
-from .store import Store
+from .store import Store, bump_counter
 
 RENAMED = "R"  # prefix: the merge renamed the file relative to that parent (followed like git's line-log)
 ADDED = "A"  # the path is new relative to that parent: every line was added by the merge
@@ -205,7 +205,7 @@ def list_merges(
         db.executemany("DELETE FROM merges_unlisted WHERE sha=?", listed)
         # readers cache the set of listed merges on this (search/topology.py): a hover during this phase and
         # the ones after it read the chunks listed so far instead of diffing every merge it crosses
-        store.bump_state(db, MERGES_LISTED)
+        bump_counter(db, MERGES_LISTED)
 
     return _in_chunks(store, git_dir, merges, chunk_paths, stored, "merge_paths", cancel, progress)
 

@@ -189,9 +189,9 @@ def only_added(before: tuple[int, int, str], now: tuple[int, int, str]) -> bool:
     return before[2] == now[2] and now[0] > before[0] and now[1] > before[1]
 
 
-def read_directions(db: sqlite3.Connection, dim: int, after: int = 0) -> tuple[list[str], np.ndarray, int]:
+def read_directions(db: sqlite3.Connection, dim: int, after: int = 0) -> tuple[list[str], np.ndarray]:
     """The message vectors of the rows after rowid ``after`` (all by default) as directions: (shas sorted,
-    ``[n, dim]`` rows in that order, n). The rows are the stored int8 codes without their scales (the lane
+    ``[n, dim]`` rows in that order). The rows are the stored int8 codes without their scales (the lane
     compares directions only, and a scale does not turn one): 23 MB for git/git's 60,645 commits, where float32
     vectors took 93 MB of the language server's heap. While an older index still holds float16 rows (until its
     next dense run re-encodes them) the rows are float32 vectors. Read :data:`RECODE_CHUNK` rows at a time, so
@@ -203,13 +203,13 @@ def read_directions(db: sqlite3.Connection, dim: int, after: int = 0) -> tuple[l
     try:
         cursor = db.execute("SELECT sha, vec FROM message_vectors WHERE rowid > ? ORDER BY sha", (after,))
     except sqlite3.OperationalError:  # an index from before message vectors
-        return [], np.zeros((0, dim), dtype=np.int8), 0
+        return [], np.zeros((0, dim), dtype=np.int8)
     shas: list[str] = []
     parts: list[np.ndarray] = []
     while rows := cursor.fetchmany(RECODE_CHUNK):
         shas.extend(r[0] for r in rows)
         parts.append(_directions([bytes(r[1]) for r in rows], dim))
-    return shas, _stack(parts, dim), len(shas)
+    return shas, _stack(parts, dim)
 
 
 def _stack(parts: Sequence[np.ndarray], dim: int) -> np.ndarray:

@@ -249,10 +249,6 @@ class Store:
     def set_state(self, db: sqlite3.Connection, key: str, value: str) -> None:
         db.execute("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", (key, value))
 
-    def bump_state(self, db: sqlite3.Connection, key: str) -> None:
-        """Add one to a counter in ``state`` (inside the caller's transaction): readers key caches on it."""
-        bump_counter(db, key)
-
     def packer(self, train: bool = False) -> packing.Packer:
         """A :class:`packing.Packer` with the catalogue's dictionaries; ``train``: first train those the
         catalogue can train now (`packing.train`: once it holds enough history; an indexing run, under the write
@@ -388,7 +384,7 @@ def store_for(repo: Repo, index_dir: str | os.PathLike[str] | None = None) -> St
 
 
 def bump_counter(db: sqlite3.Connection, key: str) -> None:
-    """:meth:`Store.bump_state` for writers holding only the connection (inside their transaction)."""
+    """Add one to a counter in ``state`` (inside the caller's transaction): readers key caches on it."""
     db.execute(
         "INSERT INTO state(key, value) VALUES (?, '1')"
         " ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",

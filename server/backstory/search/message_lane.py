@@ -131,12 +131,12 @@ class MessageLane:
                 cached = self._messages = self._pending = None  # the old vectors go before the new are read
                 merged = None
                 if old is not None and old[2].rows.dtype == np.int8 and message_vectors.only_added(old[0][1], version):
-                    new_shas, new_rows, seen = message_vectors.read_directions(db, dim, after=old[0][1][1])
-                    if version[0] == old[0][1][0] + seen and new_rows.dtype == np.int8:
+                    new_shas, new_rows = message_vectors.read_directions(db, dim, after=old[0][1][1])
+                    if version[0] == old[0][1][0] + len(new_shas) and new_rows.dtype == np.int8:
                         merged = grown(old[1], old[2], new_shas, new_rows)
                 del old
                 if merged is None:
-                    shas, rows, _n = message_vectors.read_directions(db, dim)
+                    shas, rows = message_vectors.read_directions(db, dim)
                     merged = shas, Directions(rows)
                 cached = ((db_version, version), *merged)
         self._messages = ((db_version, version), cached[1], cached[2])
